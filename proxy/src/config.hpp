@@ -1,0 +1,118 @@
+// Configuration model and TOML loader (toml++). One file describes both roles.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common.hpp"
+
+namespace sv {
+
+struct Endpoint {
+    enum class Kind { Tcp, Unix };
+    Kind kind = Kind::Tcp;
+    std::string host;  // Tcp
+    uint16_t port = 0; // Tcp
+    std::string path;  // Unix
+    std::string text;  // as written
+};
+
+// "host:port", "[v6]:port", "unix:/path".
+Result<Endpoint> parse_endpoint(std::string_view s);
+
+enum class TransportKind { Tcp, Rdma };
+
+struct ChannelConfig {
+    TransportKind transport = TransportKind::Tcp;
+    uint32_t credits = 64;                   // receive slots each side offers
+    uint32_t slot_bytes = 64 * 1024;         // RDMA: SEND/RECV slot; larger frames use WRITE_WITH_IMM
+    uint64_t large_ring_bytes = 16u << 20;   // RDMA: receive ring for large frames
+    uint32_t max_frame_bytes = 16u << 20;    // any frame, any transport
+    int64_t connect_timeout_ms = 1000;
+    int64_t reconnect_min_ms = 50;
+    int64_t reconnect_max_ms = 2000;
+    int64_t heartbeat_ms = 1000;             // PING when idle; peer lost after 3 missed
+};
+
+struct UpstreamConfig {
+    std::string name;
+    // ingress side
+    std::vector<std::string> egress;  // egress host names serving it (empty = all)
+    int priority = 4;                 // sverbs level 0 (highest) .. 7
+    double slo_p99_ms = 50.0;         // latency objective, end to end at the ingress
+    uint32_t max_batch = 64;
+    int64_t max_delay_us = 1000;
+    uint32_t initial_batch = 8;
+    int64_t initial_delay_us = 200;
+    bool adaptive = true;
+    bool eager_when_idle = true;
+    uint32_t max_inflight_batches = 2;
+    // egress side
+    std::optional<Endpoint> service;
+    uint32_t pool = 64;
+    int64_t service_timeout_ms = 5000;
+    int64_t service_connect_timeout_ms = 1000;
+};
+
+struct RouteConfig {
+    std::string prefix;
+    std::string upstream;
+    size_t upstream_index = 0;
+};
+
+struct EgressHost {
+    std::string name;
+    Endpoint address;
+    uint32_t connections = 1;  // channels per ingress worker
+};
+
+struct IngressConfig {
+    bool present = false;
+    Endpoint listen;
+    uint32_t workers = 2;
+    uint32_t max_connections = 10000;  // per worker
+    uint32_t max_header_bytes = 8192;
+    uint64_t max_body_bytes = 1u << 20;
+    uint32_t admission_limit = 4096;  // requests queued or in flight, per worker
+    uint32_t retry_after_s = 1;
+    int64_t client_timeout_ms = 10000;  // to receive a whole request once it started
+    int64_t idle_timeout_ms = 60000;    // keep-alive idle
+    int64_t send_timeout_ms = 10000;    // a response not drained by the client
+    int64_t request_timeout_ms = 10000; // upstream answer (-> 504)
+    int64_t drain_timeout_ms = 10000;
+    std::string metrics_path = "/metrics";
+    std::string access_log;
+    std::vector<EgressHost> egress;
+};
+
+struct EgressConfig {
+    bool present = false;
+    Endpoint listen;
+    uint32_t workers = 2;
+    std::optional<Endpoint> metrics_listen;
+    int64_t drain_timeout_ms = 10000;
+};
+
+struct Config {
+    std::string source;  // file name
+    std::string log_level = "info";
+    IngressConfig ingress;
+    EgressConfig egress;
+    ChannelConfig channel;
+    std::vector<UpstreamConfig> upstreams;
+    std::vector<RouteConfig> routes;
+
+    const UpstreamConfig* upstream(std::string_view name) const;
+    int upstream_index(std::string_view name) const;
+    // Longest-prefix route; -1 if none.
+    int route(std::string_view path) const;
+};
+
+// Errors are "file:line: message".
+Result<Config> parse_config(std::string_view text, std::string_view source_name);
+Result<Config> load_config(const std::string& path);
+
+}  // namespace sv

@@ -1,0 +1,577 @@
+// Egress role: receives request batches over the channel, forwards each request to the
+// unmodified service over a pool of keep-alive connections, returns responses in batches
+// (everything completed in one event-loop turn leaves in one frame per channel).
+#include <spdlog/spdlog.h>
+
+#include <deque>
+#include <unordered_map>
+
+#include "frame.hpp"
+#include "http.hpp"
+#include "simple_server.hpp"
+#include "transport.hpp"
+#include "uring.hpp"
+#include "worker.hpp"
+
+namespace sv {
+
+namespace {
+
+class Egress;
+struct Service;
+
+struct Job {
+    uint32_t channel_id = 0;
+    uint64_t channel_epoch = 0;
+    uint64_t id = 0;
+    std::string request;  // the whole HTTP/1.1 request as sent to the service
+    bool head = false;
+    int attempts = 0;
+    int64_t start = 0;
+};
+
+struct ServiceConn final : StreamConn::Events {
+    ServiceConn(Egress& w, Service& svc, size_t idx, Ring& ring, HttpLimits lim)
+        : w(w), svc(svc), index(idx), s(ring, *this), parser(HttpParser::Mode::Response, lim) {}
+    void on_data(StreamConn&, std::string_view data) override;
+    void on_connect(StreamConn&, int err) override;
+    void on_closed(StreamConn&) override;
+
+    Egress& w;
+    Service& svc;
+    size_t index;
+    StreamConn s;
+    HttpParser parser;
+    Job* job = nullptr;
+    bool reused = false;     // served a request before (stale keep-alive possible)
+    bool got_bytes = false;  // for the current job
+    int64_t connect_start = 0, idle_since = 0;
+};
+
+struct Service {
+    std::string name;
+    UpstreamConfig cfg;
+    SockAddr addr;
+    bool resolved = false;
+    std::vector<std::unique_ptr<ServiceConn>> conns;
+    std::vector<size_t> free_slots;
+    std::vector<ServiceConn*> idle;
+    std::deque<Job*> queue;
+    size_t open = 0;
+};
+
+struct ChanOut {
+    Channel* ch = nullptr;
+    uint64_t epoch = 0;
+    std::string cur;  // frame being built
+    uint16_t count = 0;
+    std::deque<std::string> ready;  // finished frames waiting for credit
+};
+
+class Egress final : public ChannelEvents, public WorkerControl {
+public:
+    explicit Egress(WorkerContext ctx) : ctx_(std::move(ctx)), cfg_(ctx_.cfg), m_(*ctx_.metrics) {}
+    ~Egress() override { ring_.shutdown(); }
+
+    Status init();
+    int run(const ReadyFn& ready);
+
+    void drain() override {
+        {
+            std::lock_guard lk(ctl_mu_);
+            drain_req_ = true;
+        }
+        waker_->notify();
+    }
+    void reload(std::shared_ptr<const Config> cfg) override {
+        {
+            std::lock_guard lk(ctl_mu_);
+            reload_req_ = std::move(cfg);
+        }
+        waker_->notify();
+    }
+
+    void on_channel_up(Channel& ch) override;
+    void on_channel_down(Channel& ch) override;
+    void on_frame(Channel& ch, const FrameHeader& h, std::string_view payload) override;
+    void on_writable(Channel&) override {}
+
+    void conn_data(ServiceConn& c, std::string_view data);
+    void conn_connect(ServiceConn& c, int err);
+    void conn_closed(ServiceConn& c);
+
+private:
+    Job* new_job();
+    void free_job(Job* j);
+    void dispatch(Service& s);
+    void assign(ServiceConn& c, Job* j);
+    void complete(Job* j, int status, std::string_view headers, std::string_view body);
+    void fail(Job* j, int status, std::string_view why);
+    void flush_out();
+    void sweep(int64_t now);
+    void apply_control();
+
+    WorkerContext ctx_;
+    std::shared_ptr<const Config> cfg_;
+    WorkerMetrics& m_;
+    Ring ring_;
+    std::unique_ptr<Transport> transport_;
+    std::deque<Service> services_;  // stable addresses: connections point at their service
+    std::unordered_map<uint32_t, ChanOut> outs_;
+    std::vector<std::unique_ptr<Job>> job_pool_;
+    std::vector<Job*> job_free_;
+    size_t jobs_live_ = 0;
+    std::unique_ptr<Waker> waker_;
+    std::unique_ptr<SimpleServer> metrics_srv_;
+    std::mutex ctl_mu_;
+    bool drain_req_ = false;
+    std::shared_ptr<const Config> reload_req_;
+    bool draining_ = false;
+    int64_t drain_deadline_ = 0, next_sweep_ = 0;
+    HttpLimits svc_limits_;
+    ChannelStats dead_stats_;
+    ChannelMetrics* cm_ = nullptr;
+    std::unordered_map<uint32_t, Channel*> live_;
+};
+
+void ServiceConn::on_data(StreamConn&, std::string_view d) { w.conn_data(*this, d); }
+void ServiceConn::on_connect(StreamConn&, int err) { w.conn_connect(*this, err); }
+void ServiceConn::on_closed(StreamConn&) { w.conn_closed(*this); }
+
+Status Egress::init() {
+    if (auto st = ring_.init(4096, 1024, 16384); !st) return st;
+    svc_limits_ = HttpLimits{64 * 1024, cfg_->channel.max_frame_bytes - 128 * 1024};
+    for (auto& u : cfg_->upstreams) {
+        if (!u.service) continue;
+        auto& s = services_.emplace_back();
+        s.name = u.name;
+        s.cfg = u;
+    }
+    for (auto& s : services_) {
+        auto a = resolve(*s.cfg.service);
+        if (!a) return make_error(fmt::format("upstream '{}': {}", s.name, a.error().message));
+        s.addr = a.value();
+        s.resolved = true;
+    }
+    m_.channels.emplace_back();
+    cm_ = &m_.channels.back();
+    cm_->peer = "ingress";
+    cm_->transport = cfg_->channel.transport == TransportKind::Rdma ? "rdma" : "tcp";
+    TransportOptions to;
+    to.channel = cfg_->channel;
+    to.local_name = fmt::format("egress-{}-w{}", getpid(), ctx_.index);
+    to.role = 2;
+    if (cfg_->channel.transport == TransportKind::Rdma) {
+        auto t = make_rdma_transport(ring_, to);
+        if (!t) return t.error();
+        transport_ = std::move(t.value());
+    } else {
+        transport_ = make_tcp_transport(ring_, to);
+    }
+    waker_ = std::make_unique<Waker>(ring_, [this] { apply_control(); });
+    if (auto st = transport_->listen(cfg_->egress.listen, *this); !st) return st;
+    if (ctx_.index == 0 && cfg_->egress.metrics_listen) {
+        metrics_srv_ = std::make_unique<SimpleServer>(ring_, HttpLimits{8192, 0}, 30000, [](const HttpParser& r, SimpleResponse& resp) {
+            if (r.path() == "/metrics") {
+                resp.content_type = "text/plain; version=0.0.4";
+                resp.body = metrics_registry().render();
+            } else if (r.path() == "/healthz") {
+                resp.body = "ok\n";
+            } else {
+                resp.status = 404;
+                resp.body = "not found\n";
+            }
+        });
+        if (auto st = metrics_srv_->listen(*cfg_->egress.metrics_listen, false); !st) return st;
+    }
+    return {};
+}
+
+void Egress::apply_control() {
+    std::shared_ptr<const Config> r;
+    bool d;
+    {
+        std::lock_guard lk(ctl_mu_);
+        r = std::move(reload_req_);
+        d = std::exchange(drain_req_, false);
+    }
+    if (r) {
+        for (auto& s : services_) {
+            auto* u = r->upstream(s.name);
+            if (!u || !u->service) continue;
+            if (u->service->text != s.cfg.service->text) {
+                auto a = resolve(*u->service);
+                if (!a) {
+                    spdlog::warn("reload: upstream '{}': {} (keeping old address)", s.name, a.error().message);
+                    continue;
+                }
+                s.addr = a.value();
+                for (auto* c : s.idle) c->s.close();  // idle connections go to the old address
+            }
+            s.cfg = *u;
+        }
+        cfg_ = std::move(r);
+        if (ctx_.index == 0) spdlog::info("configuration reloaded");
+    }
+    if (d && !draining_) {
+        draining_ = true;
+        drain_deadline_ = now_ns() + cfg_->egress.drain_timeout_ms * kMs;
+        transport_->stop_listening();
+        if (metrics_srv_) metrics_srv_->stop();
+        // Goodbye: ingress stops sending new batches here; outstanding ones still finish.
+        for (auto& [id, o] : outs_) o.ch->goodbye();
+        if (ctx_.index == 0) spdlog::info("draining: {} requests in progress", jobs_live_);
+    }
+}
+
+Job* Egress::new_job() {
+    if (job_free_.empty()) {
+        job_pool_.push_back(std::make_unique<Job>());
+        job_free_.push_back(job_pool_.back().get());
+    }
+    Job* j = job_free_.back();
+    job_free_.pop_back();
+    j->attempts = 0;
+    j->request.clear();
+    jobs_live_++;
+    return j;
+}
+
+void Egress::free_job(Job* j) {
+    job_free_.push_back(j);
+    jobs_live_--;
+}
+
+void Egress::on_channel_up(Channel& ch) {
+    auto& o = outs_[ch.id];
+    o.ch = &ch;
+    o.epoch = ch.epoch;
+    o.cur.clear();
+    o.count = 0;
+    o.ready.clear();
+    live_[ch.id] = &ch;
+    if (draining_) ch.goodbye();
+}
+
+void Egress::on_channel_down(Channel& ch) {
+    const auto& s = ch.stats();
+    dead_stats_.bytes_tx += s.bytes_tx;
+    dead_stats_.bytes_rx += s.bytes_rx;
+    dead_stats_.frames_tx += s.frames_tx;
+    dead_stats_.frames_rx += s.frames_rx;
+    dead_stats_.credit_stalls += s.credit_stalls;
+    dead_stats_.connects += s.connects;
+    dead_stats_.disconnects += 1;
+    outs_.erase(ch.id);
+    live_.erase(ch.id);
+    // Jobs of this channel keep running; their answers are dropped (the ingress has
+    // already answered 502).
+}
+
+void Egress::on_frame(Channel& ch, const FrameHeader& h, std::string_view payload) {
+    if (h.type != FrameType::Requests) {
+        spdlog::warn("channel {}: unexpected frame type {}", ch.name, static_cast<int>(h.type));
+        return;
+    }
+    RecordReader rr(payload, h.count);
+    auto up = rr.upstream();
+    if (!up) {
+        spdlog::warn("channel {}: {}", ch.name, up.error().message);
+        return;
+    }
+    Service* svc = nullptr;
+    for (auto& s : services_)
+        if (s.name == up.value()) svc = &s;
+    RequestRecord r;
+    int64_t now = now_ns();
+    while (true) {
+        auto more = rr.next(r);
+        if (!more) {
+            spdlog::warn("channel {}: {}", ch.name, more.error().message);
+            break;
+        }
+        if (!more.value()) break;
+        m_.requests.inc();
+        Job* j = new_job();
+        j->channel_id = ch.id;
+        j->channel_epoch = ch.epoch;
+        j->id = r.id;
+        j->start = now;
+        j->head = r.method == "HEAD";
+        if (!svc) {
+            fail(j, 502, fmt::format("egress has no service for upstream '{}'\n", up.value()));
+            continue;
+        }
+        auto& q = j->request;
+        q.append(r.method).append(" ").append(r.url).append(" HTTP/1.1\r\n");
+        q.append(r.headers);
+        // Host is mandatory in HTTP/1.1; the client's is forwarded when present.
+        if (r.headers.find("Host:") == std::string_view::npos && r.headers.find("host:") == std::string_view::npos)
+            q.append("Host: ").append(svc->cfg.service->text).append("\r\n");
+        if (!r.body.empty() || r.method == "POST" || r.method == "PUT" || r.method == "PATCH")
+            q.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
+        q.append("\r\n");
+        q.append(r.body);
+        svc->queue.push_back(j);
+    }
+    if (svc) dispatch(*svc);
+}
+
+void Egress::dispatch(Service& s) {
+    while (!s.queue.empty()) {
+        if (!s.idle.empty()) {
+            ServiceConn* c = s.idle.back();
+            s.idle.pop_back();
+            Job* j = s.queue.front();
+            s.queue.pop_front();
+            assign(*c, j);
+            continue;
+        }
+        if (s.open >= s.cfg.pool) break;
+        size_t idx;
+        if (!s.free_slots.empty()) {
+            idx = s.free_slots.back();
+            s.free_slots.pop_back();
+        } else {
+            idx = s.conns.size();
+            s.conns.emplace_back();
+        }
+        s.conns[idx] = std::make_unique<ServiceConn>(*this, s, idx, ring_, svc_limits_);
+        auto& c = *s.conns[idx];
+        s.open++;
+        m_.service_connections.add(1);
+        c.connect_start = now_ns();
+        if (auto st = c.s.connect(s.addr); !st) {
+            spdlog::warn("service {}: {}", s.name, st.error().message);
+            Job* j = s.queue.front();
+            s.queue.pop_front();
+            fail(j, 502, "service connection failed\n");
+            c.s.close();
+            continue;
+        }
+        Job* j = s.queue.front();
+        s.queue.pop_front();
+        assign(c, j);
+    }
+    m_.service_queue.set(0);
+    for (auto& x : services_) m_.service_queue.add(static_cast<int64_t>(x.queue.size()));
+}
+
+void Egress::assign(ServiceConn& c, Job* j) {
+    c.job = j;
+    c.got_bytes = false;
+    c.parser.next();
+    c.parser.expect_no_body(j->head);
+    c.s.out().append(j->request);
+    c.s.flush();
+    j->attempts++;
+    m_.service_requests.inc();
+}
+
+void Egress::conn_connect(ServiceConn& c, int err) {
+    if (!err) return;
+    m_.service_errors.inc();
+    if (c.job) {
+        Job* j = std::exchange(c.job, nullptr);
+        fail(j, 502, fmt::format("service {} unavailable: {}\n", c.svc.cfg.service->text, std::strerror(err)));
+    }
+}
+
+void Egress::conn_data(ServiceConn& c, std::string_view data) {
+    if (!c.job) {
+        c.s.close();  // unsolicited bytes: this connection is out of sync
+        return;
+    }
+    c.got_bytes = true;
+    auto p = c.parser.feed(data);
+    if (p.state == HttpParser::State::Incomplete) return;
+    Job* j = std::exchange(c.job, nullptr);
+    if (p.state == HttpParser::State::Error) {
+        m_.service_errors.inc();
+        fail(j, 502, fmt::format("bad response from service: {}\n", c.parser.error_name()));
+        c.s.close();
+        return;
+    }
+    complete(j, c.parser.status, c.parser.headers, c.parser.body);
+    if (!c.parser.keep_alive() || p.consumed != data.size() || draining_) {
+        c.s.close();
+        return;
+    }
+    c.reused = true;
+    c.idle_since = now_ns();
+    c.svc.idle.push_back(&c);
+    dispatch(c.svc);
+}
+
+void Egress::conn_closed(ServiceConn& c) {
+    Service& s = c.svc;
+    if (c.job) {
+        Job* j = std::exchange(c.job, nullptr);
+        auto p = c.parser.feed_eof();
+        if (p.state == HttpParser::State::Complete) {
+            complete(j, c.parser.status, c.parser.headers, c.parser.body);
+        } else if (c.reused && !c.got_bytes && j->attempts < 2) {
+            // The service closed an idle keep-alive connection as we reused it: retry once.
+            m_.service_retries.inc();
+            s.queue.push_front(j);
+        } else {
+            m_.service_errors.inc();
+            fail(j, 502, "service closed the connection\n");
+        }
+    }
+    std::erase(s.idle, &c);
+    size_t idx = c.index;
+    s.conns[idx].reset();  // destroys c
+    s.free_slots.push_back(idx);
+    s.open--;
+    m_.service_connections.add(-1);
+    dispatch(s);
+}
+
+void Egress::complete(Job* j, int status, std::string_view headers, std::string_view body) {
+    if (status >= 0 && status < 600) m_.status[static_cast<size_t>(status)].inc();
+    auto it = outs_.find(j->channel_id);
+    if (it != outs_.end() && it->second.epoch == j->channel_epoch) {
+        auto& o = it->second;
+        ResponseRecord r{j->id, static_cast<uint16_t>(status), headers, body};
+        size_t sz = FrameBuilder::response_size(r);
+        if (o.count > 0 && (o.cur.size() + sz > cfg_->channel.max_frame_bytes || o.count == 65535)) {
+            FrameBuilder fb(o.cur);
+            // finish() needs the builder's count: rebuild header in place.
+            FrameHeader h;
+            h.type = FrameType::Responses;
+            h.count = o.count;
+            h.length = static_cast<uint32_t>(o.cur.size() - kFrameHeaderBytes);
+            encode_header(o.cur.data(), h);
+            o.ready.push_back(std::move(o.cur));
+            o.cur.clear();
+            o.count = 0;
+        }
+        if (o.count == 0) {
+            FrameBuilder fb(o.cur);
+            fb.begin(FrameType::Responses);
+        }
+        FrameBuilder fb(o.cur);
+        fb.add_response(r);
+        o.count++;
+    }
+    free_job(j);
+}
+
+void Egress::fail(Job* j, int status, std::string_view why) {
+    complete(j, status, "Content-Type: text/plain\r\n", why);
+}
+
+void Egress::flush_out() {
+    for (auto& [id, o] : outs_) {
+        if (o.count > 0) {
+            FrameHeader h;
+            h.type = FrameType::Responses;
+            h.count = o.count;
+            h.length = static_cast<uint32_t>(o.cur.size() - kFrameHeaderBytes);
+            encode_header(o.cur.data(), h);
+            if (o.ready.empty() && o.ch->can_send()) {
+                (void)o.ch->send(o.cur, 0);
+                o.cur.clear();
+            } else {
+                o.ready.push_back(std::move(o.cur));
+                o.cur.clear();
+            }
+            o.count = 0;
+        }
+        while (!o.ready.empty() && o.ch->can_send()) {
+            (void)o.ch->send(o.ready.front(), 0);
+            o.ready.pop_front();
+        }
+    }
+}
+
+void Egress::sweep(int64_t now) {
+    for (auto& s : services_) {
+        for (auto& cp : s.conns) {
+            if (!cp || cp->s.closing()) continue;
+            auto& c = *cp;
+            if (c.job && !c.s.connected() && now - c.connect_start > s.cfg.service_connect_timeout_ms * kMs) {
+                m_.service_errors.inc();
+                fail(std::exchange(c.job, nullptr), 502, "service connect timeout\n");
+                c.s.close();
+            } else if (c.job && now - c.job->start > s.cfg.service_timeout_ms * kMs) {
+                m_.timeouts.inc();
+                fail(std::exchange(c.job, nullptr), 504, "service did not answer in time\n");
+                c.s.close();
+            } else if (!c.job && draining_) {
+                c.s.close();
+            }
+        }
+        while (!s.queue.empty() && now - s.queue.front()->start > s.cfg.service_timeout_ms * kMs) {
+            Job* j = s.queue.front();
+            s.queue.pop_front();
+            m_.timeouts.inc();
+            fail(j, 504, "service did not answer in time\n");
+        }
+    }
+    if (metrics_srv_) metrics_srv_->sweep(now);
+    // Channel counters: closed channels plus the live ones.
+    ChannelStats t = dead_stats_;
+    int64_t up = 0, avail = 0, owed = 0;
+    for (auto& [id, ch] : live_) {
+        const auto& s = ch->stats();
+        t.bytes_tx += s.bytes_tx;
+        t.bytes_rx += s.bytes_rx;
+        t.frames_tx += s.frames_tx;
+        t.frames_rx += s.frames_rx;
+        t.credit_stalls += s.credit_stalls;
+        t.connects += s.connects;
+        up += ch->up() ? 1 : 0;
+        avail += ch->credits_available();
+        owed += ch->credits_owed();
+    }
+    cm_->up.set(up);
+    cm_->credits_available.set(avail);
+    cm_->credits_owed.set(owed);
+    cm_->bytes_tx.v.store(t.bytes_tx);
+    cm_->bytes_rx.v.store(t.bytes_rx);
+    cm_->frames_tx.v.store(t.frames_tx);
+    cm_->frames_rx.v.store(t.frames_rx);
+    cm_->credit_stalls.v.store(t.credit_stalls);
+    cm_->connects.v.store(t.connects);
+    cm_->disconnects.v.store(t.disconnects);
+    m_.inflight.set(static_cast<int64_t>(jobs_live_));
+}
+
+int Egress::run(const ReadyFn& ready) {
+    ready("", this);
+    next_sweep_ = now_ns();
+    while (true) {
+        int64_t now = now_ns();
+        int64_t next = std::min(next_sweep_, transport_->tick(now));
+        ring_.run_once(std::max<int64_t>(0, next - now_ns()));
+        flush_out();
+        now = now_ns();
+        if (now >= next_sweep_) {
+            sweep(now);
+            next_sweep_ = now + (draining_ ? 20 : 100) * kMs;
+        }
+        if (draining_) {
+            bool pending = jobs_live_ > 0;
+            for (auto& [id, o] : outs_) pending = pending || !o.ready.empty() || o.count > 0;
+            if ((!pending && transport_->passive_count() == 0) || now > drain_deadline_) break;
+            if (!pending)
+                for (auto& [id, o] : outs_) o.ch->close();
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
+int run_egress_worker(WorkerContext ctx, const ReadyFn& ready) {
+    Egress w(std::move(ctx));
+    if (auto st = w.init(); !st) {
+        ready(st.error().message, nullptr);
+        return 1;
+    }
+    return w.run(ready);
+}
+
+}  // namespace sv

@@ -1,0 +1,246 @@
+#include "http.hpp"
+
+#include <strings.h>
+
+#include <array>
+#include <climits>
+
+namespace sv {
+
+namespace {
+
+bool ieq(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
+}
+
+bool hop_by_hop(std::string_view name) {
+    static constexpr std::array<std::string_view, 9> names = {
+        "connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
+        "trailer",    "upgrade",    "content-length",   "expect"};
+    for (auto n : names)
+        if (ieq(name, n)) return true;
+    return false;
+}
+
+HttpParser* self(http_parser* p) { return static_cast<HttpParser*>(p->data); }
+
+}  // namespace
+
+HttpParser::HttpParser(Mode mode, HttpLimits limits) : mode_(mode), limits_(limits) {
+    s_.on_message_begin = cb_begin;
+    s_.on_url = cb_url;
+    s_.on_status = cb_status;
+    s_.on_header_field = cb_field;
+    s_.on_header_value = cb_value;
+    s_.on_headers_complete = cb_headers_complete;
+    s_.on_body = cb_body;
+    s_.on_message_complete = cb_complete;
+    reset();
+}
+
+void HttpParser::reset() {
+    http_parser_init(&p_, mode_ == Mode::Request ? HTTP_REQUEST : HTTP_RESPONSE);
+    p_.data = this;
+    next();
+}
+
+void HttpParser::next() {
+    http_parser_pause(&p_, 0);
+    method.clear();
+    url.clear();
+    headers.clear();
+    body.clear();
+    field_.clear();
+    value_.clear();
+    status = 0;
+    in_value_ = false;
+    header_bytes_ = 0;
+    error_status_ = 0;
+    started_ = headers_done_ = complete_ = expect_continue_ = false;
+    keep_alive_ = true;
+    if (mode_ == Mode::Response) {
+        // Each response follows exactly one request: start clean.
+        http_parser_init(&p_, HTTP_RESPONSE);
+        p_.data = this;
+    }
+}
+
+std::string_view HttpParser::path() const {
+    std::string_view u(url);
+    auto q = u.find_first_of("?#");
+    return q == std::string_view::npos ? u : u.substr(0, q);
+}
+
+const char* HttpParser::error_name() const {
+    return http_errno_name(static_cast<http_errno>(HTTP_PARSER_ERRNO(&p_)));
+}
+
+bool HttpParser::count_header_bytes(size_t n) {
+    header_bytes_ += n;
+    if (header_bytes_ > limits_.max_header_bytes) {
+        error_status_ = mode_ == Mode::Request ? 431 : 502;
+        return false;
+    }
+    return true;
+}
+
+void HttpParser::commit_header() {
+    if (field_.empty()) return;
+    if (ieq(field_, "expect")) {
+        if (ieq(value_, "100-continue")) expect_continue_ = true;
+    } else if (!hop_by_hop(field_)) {
+        headers.append(field_);
+        headers.append(": ");
+        headers.append(value_);
+        headers.append("\r\n");
+    }
+    field_.clear();
+    value_.clear();
+    in_value_ = false;
+}
+
+int HttpParser::cb_begin(http_parser* p) {
+    self(p)->started_ = true;
+    return 0;
+}
+
+int HttpParser::cb_url(http_parser* p, const char* at, size_t n) {
+    auto* s = self(p);
+    if (!s->count_header_bytes(n)) return -1;
+    s->url.append(at, n);
+    return 0;
+}
+
+int HttpParser::cb_status(http_parser* p, const char*, size_t n) {
+    return self(p)->count_header_bytes(n) ? 0 : -1;
+}
+
+int HttpParser::cb_field(http_parser* p, const char* at, size_t n) {
+    auto* s = self(p);
+    if (!s->count_header_bytes(n + 4)) return -1;
+    if (s->in_value_) s->commit_header();
+    s->field_.append(at, n);
+    return 0;
+}
+
+int HttpParser::cb_value(http_parser* p, const char* at, size_t n) {
+    auto* s = self(p);
+    if (!s->count_header_bytes(n)) return -1;
+    s->value_.append(at, n);
+    s->in_value_ = true;
+    return 0;
+}
+
+int HttpParser::cb_headers_complete(http_parser* p) {
+    auto* s = self(p);
+    s->commit_header();
+    s->headers_done_ = true;
+    if (s->mode_ == Mode::Request) {
+        s->method = http_method_str(static_cast<http_method>(p->method));
+    } else {
+        s->status = p->status_code;
+    }
+    s->keep_alive_ = http_should_keep_alive(p) != 0;
+    // content_length is ULLONG_MAX when absent.
+    if (p->content_length != ULLONG_MAX && p->content_length > s->limits_.max_body_bytes) {
+        s->error_status_ = s->mode_ == Mode::Request ? 413 : 502;
+        return -1;
+    }
+    if (p->content_length != ULLONG_MAX && p->content_length > 0)
+        s->body.reserve(static_cast<size_t>(p->content_length));
+    if (s->mode_ == Mode::Response && s->no_body_) return 1;  // HEAD: skip body
+    return 0;
+}
+
+int HttpParser::cb_body(http_parser* p, const char* at, size_t n) {
+    auto* s = self(p);
+    if (s->body.size() + n > s->limits_.max_body_bytes) {
+        s->error_status_ = s->mode_ == Mode::Request ? 413 : 502;
+        return -1;
+    }
+    s->body.append(at, n);
+    return 0;
+}
+
+int HttpParser::cb_complete(http_parser* p) {
+    auto* s = self(p);
+    if (s->mode_ == Mode::Response && p->status_code / 100 == 1 && p->status_code != 101) {
+        // Interim response (100 Continue): discard and wait for the final one.
+        s->headers.clear();
+        s->headers_done_ = false;
+        s->header_bytes_ = 0;
+        return 0;
+    }
+    s->complete_ = true;
+    s->keep_alive_ = http_should_keep_alive(p) != 0;
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+HttpParser::Progress HttpParser::result(size_t n) {
+    Progress r;
+    r.consumed = n;
+    auto err = HTTP_PARSER_ERRNO(&p_);
+    if (complete_) {
+        r.state = State::Complete;
+        return r;
+    }
+    if (err == HPE_OK || err == HPE_PAUSED) return r;
+    r.state = State::Error;
+    if (error_status_)
+        r.status = error_status_;
+    else if (err == HPE_HEADER_OVERFLOW)
+        r.status = mode_ == Mode::Request ? 431 : 502;
+    else
+        r.status = mode_ == Mode::Request ? 400 : 502;
+    return r;
+}
+
+HttpParser::Progress HttpParser::feed(std::string_view data) {
+    if (complete_) return result(0);
+    size_t n = http_parser_execute(&p_, &s_, data.data(), data.size());
+    return result(n);
+}
+
+HttpParser::Progress HttpParser::feed_eof() {
+    if (complete_) return result(0);
+    http_parser_execute(&p_, &s_, nullptr, 0);
+    auto r = result(0);
+    if (r.state == State::Incomplete) {
+        r.state = State::Error;
+        r.status = mode_ == Mode::Request ? 400 : 502;
+    }
+    return r;
+}
+
+const char* http_reason(int s) {
+    switch (s) {
+        case 100: return "Continue";
+        case 200: return "OK";
+        case 201: return "Created";
+        case 202: return "Accepted";
+        case 204: return "No Content";
+        case 206: return "Partial Content";
+        case 301: return "Moved Permanently";
+        case 302: return "Found";
+        case 304: return "Not Modified";
+        case 400: return "Bad Request";
+        case 401: return "Unauthorized";
+        case 403: return "Forbidden";
+        case 404: return "Not Found";
+        case 405: return "Method Not Allowed";
+        case 408: return "Request Timeout";
+        case 413: return "Payload Too Large";
+        case 414: return "URI Too Long";
+        case 429: return "Too Many Requests";
+        case 431: return "Request Header Fields Too Large";
+        case 500: return "Internal Server Error";
+        case 501: return "Not Implemented";
+        case 502: return "Bad Gateway";
+        case 503: return "Service Unavailable";
+        case 504: return "Gateway Timeout";
+        default: return "Unknown";
+    }
+}
+
+}  // namespace sv

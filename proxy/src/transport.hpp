@@ -1,0 +1,93 @@
+// The channel between ingress and egress: a small core (framing, credits, batching live
+// above) and the transport behind one interface, eRPC-style.  Implementations: TCP
+// (transport_tcp.cpp) and RDMA RC via rdmacm (transport_rdma.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common.hpp"
+#include "config.hpp"
+#include "frame.hpp"
+
+namespace sv {
+
+class Ring;
+class Channel;
+
+struct ChannelStats {
+    uint64_t bytes_tx = 0, bytes_rx = 0;
+    uint64_t frames_tx = 0, frames_rx = 0;
+    uint64_t credit_stalls = 0;  // a data frame wanted to go but no credit was left
+    uint64_t connects = 0, disconnects = 0;
+    uint64_t large_frames = 0;   // RDMA: frames sent by WRITE_WITH_IMM
+};
+
+class ChannelEvents {
+public:
+    virtual void on_channel_up(Channel& ch) = 0;
+    // All frames in flight on the channel are lost; the channel may come back (dialled).
+    virtual void on_channel_down(Channel& ch) = 0;
+    virtual void on_frame(Channel& ch, const FrameHeader& h, std::string_view payload) = 0;
+    // Credits came back: blocked data frames may go now.
+    virtual void on_writable(Channel& ch) = 0;
+
+protected:
+    ~ChannelEvents() = default;
+};
+
+class Channel {
+public:
+    virtual ~Channel() = default;
+    virtual bool up() const = 0;
+    // A data frame may be sent now (up, peer not draining, credit left).
+    virtual bool can_send() const = 0;
+    // frame: a whole frame built with FrameBuilder; the transport fills in credit fields.
+    // prio: sverbs priority level (0 highest) for RDMA; ignored by TCP.
+    virtual Status send(std::string_view frame, int prio) = 0;
+    // Tell the peer we are going away (Goodbye) but keep the channel open: it stops
+    // sending requests while answers still flow.
+    virtual void goodbye() = 0;
+    // Orderly: Goodbye (if not said yet), flush, close; a dialled channel stays closed.
+    virtual void close() = 0;
+    virtual uint32_t credits_available() const = 0;
+    virtual uint32_t credits_owed() const = 0;
+    virtual const ChannelStats& stats() const = 0;
+    virtual std::string_view transport_name() const = 0;
+    // The peer said Goodbye: send no new requests.
+    virtual bool peer_draining() const = 0;
+
+    std::string name;         // peer name (egress host name or peer address)
+    uint32_t id = 0;          // unique within the worker
+    uint64_t epoch = 0;       // bumped every time the channel comes up
+    size_t user_index = 0;    // owner's bookkeeping
+};
+
+class Transport {
+public:
+    virtual ~Transport() = default;
+    // Active side: a channel that connects, and reconnects with backoff, by itself.
+    virtual std::unique_ptr<Channel> dial(const Endpoint& ep, std::string name, ChannelEvents& ev) = 0;
+    // Passive side: accepted channels are owned by the transport and reported through
+    // on_channel_up / on_channel_down; after on_channel_down the pointer is dead.
+    virtual Status listen(const Endpoint& ep, ChannelEvents& ev) = 0;
+    virtual void stop_listening() = 0;
+    // Timers (reconnect, heartbeat, connect timeout); returns the next deadline.
+    virtual int64_t tick(int64_t now) = 0;
+    virtual size_t passive_count() const = 0;
+};
+
+struct TransportOptions {
+    ChannelConfig channel;
+    std::string local_name;
+    uint8_t role = 0;  // 1 ingress, 2 egress
+};
+
+std::unique_ptr<Transport> make_tcp_transport(Ring& ring, const TransportOptions& o);
+// Null with a reason when RDMA support is not compiled in or no device is usable.
+Result<std::unique_ptr<Transport>> make_rdma_transport(Ring& ring, const TransportOptions& o);
+bool rdma_compiled_in();
+
+}  // namespace sv
