@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The adapter: the only thing sverbs' provider-neutral core (sched/, batch/)
+ * knows about a provider.  Each provider's glue (providers/<name>/) fills one
+ * of these with its stock entry points; the core calls them to reach the
+ * hardware queue and never includes a provider header.
+ */
+#ifndef SVERBS_ADAPTER_H
+#define SVERBS_ADAPTER_H
+
+#include <infiniband/verbs.h>
+
+enum sverbs_log_level {
+	SVERBS_LOG_ERR = 1,
+	SVERBS_LOG_WARN = 2,
+	SVERBS_LOG_INFO = 3,
+	SVERBS_LOG_DEBUG = 4,
+};
+
+struct sverbs_adapter {
+	const char *name;
+	/*
+	 * Post a NULL-terminated chain of WRs to the hardware send queue with
+	 * one doorbell: the provider's stock post_send.  The WRs never carry
+	 * sverbs priority bits.  Called with the sverbs QP lock held; the
+	 * provider takes its own SQ lock inside.
+	 */
+	int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad_wr);
+	/* The provider's stock poll_cq, req_notify_cq and resize_cq. */
+	int (*poll_cq)(struct ibv_cq *cq, int ne, struct ibv_wc *wc);
+	int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);
+	int (*resize_cq)(struct ibv_cq *cq, int cqe);
+	/* Log through rdma-core's verbs logging (VERBS_LOG_LEVEL). */
+	void (*log)(struct ibv_context *ctx, enum sverbs_log_level level,
+		    const char *msg);
+};
+
+#endif /* SVERBS_ADAPTER_H */

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The verbs entry points a provider's glue puts in front of the stock ones
+ * when the layer is on.  Included once by providers/<name>/sverbs_<name>.c
+ * after it defines:
+ *
+ *   SV_ADAPTER             its struct sverbs_adapter (stock post/poll/arm)
+ *   SV_QP(ibqp), SV_CQ(ibcq)   the struct sverbs_qp * / sverbs_cq * slot of
+ *                          the provider's QP / CQ (NULL: stock object)
+ *   SV_STOCK_DESTROY_CQ, SV_STOCK_MODIFY_QP, SV_STOCK_DESTROY_QP
+ *
+ * and defines sv_ops, the table to merge with verbs_set_ops().
+ */
+#ifndef SVERBS_GLUE_OPS_H
+#define SVERBS_GLUE_OPS_H
+
+#include "sverbs_sched.h"
+
+static int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad_wr)
+{
+	struct sverbs_qp *sv = SV_QP(ibqp);
+
+	if (sv)
+		return sverbs_post_send(sv, wr, bad_wr);
+	return SV_ADAPTER.post_send(ibqp, wr, bad_wr);
+}
+
+static int sv_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+{
+	struct sverbs_cq *sv = SV_CQ(ibcq);
+
+	if (sv)
+		return sverbs_poll_cq(sv, ne, wc);
+	return SV_ADAPTER.poll_cq(ibcq, ne, wc);
+}
+
+static int sv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct sverbs_cq *sv = SV_CQ(ibcq);
+
+	if (sv)
+		return sverbs_req_notify_cq(sv, solicited_only);
+	return SV_ADAPTER.req_notify_cq(ibcq, solicited_only);
+}
+
+static int sv_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct sverbs_cq *sv = SV_CQ(ibcq);
+	int ret;
+
+	ret = SV_STOCK_DESTROY_CQ(ibcq);
+	if (!ret && sv)
+		sverbs_cq_destroy(sv);
+	return ret;
+}
+
+static int sv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+			int attr_mask)
+{
+	struct sverbs_qp *sv = SV_QP(ibqp);
+	int ret;
+
+	if (sv)
+		sverbs_qp_modify_pre(sv, attr, attr_mask);
+	ret = SV_STOCK_MODIFY_QP(ibqp, attr, attr_mask);
+	if (sv)
+		sverbs_qp_modify_post(sv, attr, attr_mask, ret);
+	return ret;
+}
+
+static int sv_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct sverbs_qp *sv = SV_QP(ibqp);
+	int ret;
+
+	if (sv)
+		sverbs_qp_destroy_pre(sv);
+	ret = SV_STOCK_DESTROY_QP(ibqp);
+	if (sv)
+		sverbs_qp_destroy_post(sv, ret);
+	return ret;
+}
+
+static const struct verbs_context_ops sv_ops = {
+	.post_send = sv_post_send,
+	.poll_cq = sv_poll_cq,
+	.req_notify_cq = sv_req_notify_cq,
+	.destroy_cq = sv_destroy_cq,
+	.modify_qp = sv_modify_qp,
+	.destroy_qp = sv_destroy_qp,
+};
+
+#endif /* SVERBS_GLUE_OPS_H */

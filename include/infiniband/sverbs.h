@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * sverbs.h - what an application may tell the sverbs layer beneath
+ * ibv_post_send() and the ibv_wr_*() API.  Nothing here needs a new symbol:
+ * a priority is carried in the high bits of send_flags (ibv_post_send) or of
+ * qpx->wr_flags (ibv_wr_*), and the provider strips those bits before
+ * anything reaches the hardware or the kernel.
+ *
+ * Levels: SVERBS_NUM_PRIO levels, 0 is the highest.  A WR without a
+ * priority gets one from the configuration (docs/configuration.md):
+ * small_msg_bytes (messages at or below it go to level 0) and default_prio.
+ *
+ *	wr.send_flags = IBV_SEND_SIGNALED | SVERBS_PRIO(0);
+ *	qpx->wr_flags = IBV_SEND_SIGNALED | SVERBS_PRIO(7);
+ */
+#ifndef INFINIBAND_SVERBS_H
+#define INFINIBAND_SVERBS_H
+
+#define SVERBS_NUM_PRIO 8
+#define SVERBS_PRIO_HIGHEST 0
+#define SVERBS_PRIO_LOWEST (SVERBS_NUM_PRIO - 1)
+
+/* Bits 24..27 of send_flags: 0 = not stated, n + 1 = level n. */
+#define SVERBS_PRIO_SHIFT 24
+#define SVERBS_PRIO_MASK (0xfu << SVERBS_PRIO_SHIFT)
+#define SVERBS_PRIO(n) ((((unsigned int)(n) & 7u) + 1u) << SVERBS_PRIO_SHIFT)
+
+/* The level stated in flags, or -1 if none. */
+static inline int sverbs_prio_of(unsigned int flags)
+{
+	unsigned int v = (flags & SVERBS_PRIO_MASK) >> SVERBS_PRIO_SHIFT;
+
+	return v ? (int)(v - 1) : -1;
+}
+
+#endif /* INFINIBAND_SVERBS_H */

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * sverbs glue for mlx5: maps mlx5's objects to the provider-neutral hooks.
+ * mlx5_post_send() writes every WQE of a chain and rings the doorbell once
+ * at the end (doorbell record + one MMIO, BlueFlame for a lone small WQE), so
+ * a chain handed to it by sverbs is one batch.  QPs and CQs made through
+ * mlx5dv_create_qp()/mlx5dv_create_cq() are never managed (their mlx5dv
+ * send ops and CQE formats are mlx5's own).
+ */
+#include "mlx5.h"
+#include "sverbs_mlx5.h"
+#include "sverbs_glue.h"
+
+static void mlx5_sv_log(struct ibv_context *ctx, enum sverbs_log_level level,
+			const char *msg)
+{
+	verbs_log(verbs_get_ctx(ctx), level, "%s\n", msg);
+}
+
+/* The stock poll_cq depends on the context's CQE version. */
+static int mlx5_sv_stock_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+{
+	if (to_mctx(ibcq->context)->cqe_version == MLX5_CQE_VERSION_V1)
+		return mlx5_poll_cq_v1(ibcq, ne, wc);
+	return mlx5_poll_cq(ibcq, ne, wc);
+}
+
+static const struct sverbs_adapter mlx5_adapter = {
+	.name = "mlx5",
+	.post_send = mlx5_post_send,
+	.poll_cq = mlx5_sv_stock_poll_cq,
+	.req_notify_cq = mlx5_arm_cq,
+	.resize_cq = mlx5_resize_cq,
+	.log = mlx5_sv_log,
+};
+
+#define SV_ADAPTER mlx5_adapter
+#define SV_QP(ibqp) (to_mqp(ibqp)->sv)
+#define SV_CQ(ibcq) (to_mcq(ibcq)->sv)
+#define SV_STOCK_DESTROY_CQ mlx5_destroy_cq
+#define SV_STOCK_MODIFY_QP mlx5_modify_qp
+#define SV_STOCK_DESTROY_QP mlx5_destroy_qp
+#include "sverbs_glue_ops.h"
+
+/* With the layer off nothing is replaced: the context is stock. */
+void mlx5_sv_context_init(struct verbs_context *vctx)
+{
+	if (sverbs_glue_config(&vctx->context, &mlx5_adapter))
+		verbs_set_ops(vctx, &sv_ops);
+}
+
+int mlx5_sv_cq_size(struct ibv_context *ctx, int cqe)
+{
+	return sverbs_glue_cq_size(ctx, &mlx5_adapter, cqe);
+}
+
+struct ibv_cq_init_attr_ex *mlx5_sv_cq_attr(struct ibv_context *ctx,
+					    struct ibv_cq_init_attr_ex *attr,
+					    struct ibv_cq_init_attr_ex *copy)
+{
+	return sverbs_glue_cq_attr(ctx, &mlx5_adapter, attr, copy);
+}
+
+void mlx5_sv_cq_created(struct ibv_cq_ex *cq, bool extended,
+			uint64_t app_wc_flags)
+{
+	struct ibv_cq *ibcq = ibv_cq_ex_to_cq(cq);
+
+	to_mcq(ibcq)->sv = sverbs_glue_cq_created(&mlx5_adapter, ibcq,
+						  extended ? cq : NULL,
+						  app_wc_flags);
+}
+
+void mlx5_sv_qp_created(struct ibv_qp *qp, struct ibv_qp_init_attr_ex *attr)
+{
+	if (attr->send_cq)
+		to_mqp(qp)->sv = sverbs_glue_qp_created(
+			&mlx5_adapter, qp, to_mcq(attr->send_cq)->sv, attr);
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * sverbs glue for mlx5: the hooks mlx5's sources call (patches/0003).  The
+ * stock entry points the glue calls back are mlx5.h's.  Only this folder
+ * knows struct mlx5_qp / struct mlx5_cq.
+ */
+#ifndef SVERBS_MLX5_H
+#define SVERBS_MLX5_H
+
+#include <infiniband/driver.h>
+
+struct mlx5_cq;
+struct mlx5_qp;
+
+/* Hooks.  Each is a no-op when the layer is off. */
+void mlx5_sv_context_init(struct verbs_context *vctx);
+int mlx5_sv_cq_size(struct ibv_context *ctx, int cqe);
+struct ibv_cq_init_attr_ex *mlx5_sv_cq_attr(struct ibv_context *ctx,
+					    struct ibv_cq_init_attr_ex *attr,
+					    struct ibv_cq_init_attr_ex *copy);
+void mlx5_sv_cq_created(struct ibv_cq_ex *cq, bool extended,
+			uint64_t app_wc_flags);
+void mlx5_sv_qp_created(struct ibv_qp *qp, struct ibv_qp_init_attr_ex *attr);
+
+#endif /* SVERBS_MLX5_H */

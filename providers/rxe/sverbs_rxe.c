@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * sverbs glue for rxe: maps rxe's objects to the provider-neutral hooks.
+ * rxe rings its doorbell with one post_send system call per call of its
+ * post_send whatever the chain length, so the adapter is the stock entry
+ * points: a chain handed to rxe_post_send() is one batch, one syscall.
+ */
+#include "rxe.h"
+#include "sverbs_rxe.h"
+#include "sverbs_glue.h"
+
+static void rxe_sv_log(struct ibv_context *ctx, enum sverbs_log_level level,
+		       const char *msg)
+{
+	verbs_log(verbs_get_ctx(ctx), level, "%s\n", msg);
+}
+
+static const struct sverbs_adapter rxe_adapter = {
+	.name = "rxe",
+	.post_send = rxe_post_send,
+	.poll_cq = rxe_poll_cq,
+	.req_notify_cq = ibv_cmd_req_notify_cq,
+	.resize_cq = rxe_resize_cq,
+	.log = rxe_sv_log,
+};
+
+#define SV_ADAPTER rxe_adapter
+#define SV_QP(ibqp) (to_rqp(ibqp)->sv)
+#define SV_CQ(ibcq) (to_rcq(ibcq)->sv)
+#define SV_STOCK_DESTROY_CQ rxe_destroy_cq
+#define SV_STOCK_MODIFY_QP rxe_modify_qp
+#define SV_STOCK_DESTROY_QP rxe_destroy_qp
+#include "sverbs_glue_ops.h"
+
+/* With the layer off nothing is replaced: the context is stock. */
+void rxe_sv_context_init(struct verbs_context *vctx)
+{
+	if (sverbs_glue_config(&vctx->context, &rxe_adapter))
+		verbs_set_ops(vctx, &sv_ops);
+}
+
+int rxe_sv_cq_size(struct ibv_context *ctx, int cqe)
+{
+	return sverbs_glue_cq_size(ctx, &rxe_adapter, cqe);
+}
+
+struct ibv_cq_init_attr_ex *rxe_sv_cq_attr(struct ibv_context *ctx,
+					   struct ibv_cq_init_attr_ex *attr,
+					   struct ibv_cq_init_attr_ex *copy)
+{
+	return sverbs_glue_cq_attr(ctx, &rxe_adapter, attr, copy);
+}
+
+void rxe_sv_cq_created(struct rxe_cq *cq, struct ibv_cq_ex *cq_ex,
+		       uint64_t app_wc_flags)
+{
+	cq->sv = sverbs_glue_cq_created(&rxe_adapter, &cq->vcq.cq, cq_ex,
+					app_wc_flags);
+}
+
+void rxe_sv_qp_created(struct rxe_qp *qp, struct ibv_qp_init_attr_ex *attr)
+{
+	if (attr->send_cq)
+		qp->sv = sverbs_glue_qp_created(&rxe_adapter, &qp->vqp.qp,
+						to_rcq(attr->send_cq)->sv,
+						attr);
+}
+
+void rxe_sv_qp_created_legacy(struct rxe_qp *qp, struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex ex;
+
+	sverbs_qp_attr_from_legacy(&ex, attr, qp->vqp.qp.pd);
+	rxe_sv_qp_created(qp, &ex);
+}

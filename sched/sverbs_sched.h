@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * (Named sverbs_sched.h: a sched.h on the include path would shadow the
+ * system's <sched.h>.)
+ *
+ * sverbs core API: what a provider's glue (providers/<name>/) calls from the
+ * hooks that patches/ add to rdma-core.  Everything here is provider-neutral:
+ * it sees verbs objects, the adapter (common/sverbs_adapter.h) and the
+ * configuration, nothing else.
+ *
+ * Lock order: a CQ's lock before a QP's lock.  The post path takes only the
+ * QP lock (and, inside the adapter, the provider's SQ lock); completions that
+ * sverbs makes up itself (flushes) are produced only under the CQ lock.
+ */
+#ifndef SVERBS_SVERBS_SCHED_H
+#define SVERBS_SVERBS_SCHED_H
+
+#include <infiniband/verbs.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sverbs_adapter.h"
+#include "sverbs_config.h"
+
+struct sverbs_cq;
+struct sverbs_qp;
+
+/*
+ * CQ.  Called after the provider created cq with the CQE count the
+ * application asked for plus cfg->cq_headroom (the glue adds it).  Returns
+ * NULL when the layer is off for this CQ: the glue then stays on the stock
+ * path for it and for every QP whose send CQ it is.
+ */
+struct sverbs_cq *sverbs_cq_create(const struct sverbs_adapter *ad,
+				   struct ibv_cq *cq,
+				   const struct sverbs_config *cfg);
+/*
+ * Extended CQ: replace the polling ops of cq_ex (start/next/end_poll and the
+ * read_* getters) with sverbs' own, keeping the provider's as the raw source.
+ * Returns false (and changes nothing) when the CQ asks for completion fields
+ * that struct ibv_wc cannot carry (timestamps, flow tag, ...); the glue must
+ * then destroy the sverbs_cq and stay stock.  The glue must have added
+ * IBV_WC_EX_WITH_QP_NUM and IBV_WC_EX_WITH_BYTE_LEN to wc_flags at creation.
+ */
+bool sverbs_cq_install_ex_ops(struct sverbs_cq *scq, struct ibv_cq_ex *cq_ex,
+			      uint64_t app_wc_flags);
+void sverbs_cq_destroy(struct sverbs_cq *scq);
+
+/* poll_cq and req_notify_cq hooks of a managed CQ. */
+int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc);
+int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only);
+
+/*
+ * QP.  Called after the provider created qp; attr holds the capabilities the
+ * provider returned.  Returns NULL when the QP stays stock (layer off, QP
+ * type not managed, send CQ not managed, send ops sverbs cannot carry).
+ */
+struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
+				   struct ibv_qp *qp, struct sverbs_cq *send_cq,
+				   const struct ibv_qp_init_attr_ex *attr,
+				   const struct sverbs_config *cfg);
+/*
+ * ibv_wr_* API: install sverbs' wr_start, wr_<opcode>, wr_complete and
+ * wr_abort in qpx, for the opcodes of send_ops_flags.  Returns false if some requested op
+ * cannot be carried (the glue then destroys the sverbs_qp and stays stock).
+ */
+bool sverbs_qp_install_wr_ops(struct sverbs_qp *sqp, struct ibv_qp_ex *qpx,
+			      uint64_t send_ops_flags);
+
+int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+		     struct ibv_send_wr **bad_wr);
+
+/*
+ * Around the provider's modify_qp: pre may pump; post, when ret == 0 and the
+ * new state is ERR (or RESET), flushes every queued WR.
+ */
+void sverbs_qp_modify_pre(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
+			  int attr_mask);
+void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
+			   int attr_mask, int ret);
+
+/*
+ * Around the provider's destroy_qp: pre drains the raw CQ for this QP;
+ * post (ret == 0) completes everything still outstanding with
+ * IBV_WC_WR_FLUSH_ERR, unregisters and frees sqp.  On ret != 0 nothing is
+ * freed.
+ */
+void sverbs_qp_destroy_pre(struct sverbs_qp *sqp);
+void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret);
+
+#endif /* SVERBS_SVERBS_SCHED_H */
