@@ -251,9 +251,9 @@ void parse_into(const toml::table& root, Config& c) {
         ch.finish();
         if (c.channel.reconnect_max_ms < c.channel.reconnect_min_ms)
             ch.fail_here("[channel] reconnect_max_ms must be >= reconnect_min_ms");
-        if (c.channel.max_frame_bytes > c.channel.large_ring_bytes &&
+        if (c.channel.max_frame_bytes > c.channel.large_ring_bytes / 2 &&
             c.channel.transport == TransportKind::Rdma)
-            ch.fail_here("[channel] max_frame_bytes must fit in large_ring_bytes");
+            ch.fail_here("[channel] max_frame_bytes must be at most half of large_ring_bytes");
     }
 
     if (auto* t = subtable(r, "ingress", file)) {

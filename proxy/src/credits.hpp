@@ -74,6 +74,7 @@ private:
 inline uint64_t ring_round(uint64_t len) { return (len + kRingUnit - 1) / kRingUnit * kRingUnit; }
 
 // Sender side of the peer's large-frame ring: contiguous chunks, wrap by padding.
+// A chunk is at most half the ring, so an empty ring always has room (pad < len).
 class RingAllocator {
 public:
     void reset(uint64_t size) {
@@ -84,7 +85,7 @@ public:
     uint64_t free_bytes() const { return size_ - (head_ - tail_); }
     std::optional<uint64_t> alloc(uint64_t len) {
         uint64_t l = ring_round(len);
-        if (l == 0 || l > size_) return std::nullopt;
+        if (l == 0 || l > size_ / 2) return std::nullopt;
         uint64_t pos = head_ % size_;
         uint64_t pad = pos + l > size_ ? size_ - pos : 0;
         if (pad + l > free_bytes()) return std::nullopt;

@@ -45,7 +45,14 @@ void HttpParser::reset() {
 }
 
 void HttpParser::next() {
-    http_parser_pause(&p_, 0);
+    auto e = HTTP_PARSER_ERRNO(&p_);
+    if (e == HPE_PAUSED) {
+        http_parser_pause(&p_, 0);
+    } else if (e != HPE_OK) {
+        // After an error the parser cannot continue (the connection is being closed).
+        http_parser_init(&p_, mode_ == Mode::Request ? HTTP_REQUEST : HTTP_RESPONSE);
+        p_.data = this;
+    }
     method.clear();
     url.clear();
     headers.clear();

@@ -1,0 +1,150 @@
+// HTTP parsing: requests, limits, hop-by-hop filtering, responses.
+#include <string>
+
+#include "cunit_main.hpp"
+#include "http.hpp"
+
+using namespace sv;
+using S = HttpParser::State;
+
+namespace {
+
+HttpLimits lim() { return HttpLimits{256, 100}; }
+
+void test_simple_and_pipelined() {
+    HttpParser p(HttpParser::Mode::Request, lim());
+    std::string in =
+        "GET /echo?x=1 HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\nX-Y: z\r\n\r\n"
+        "POST /m HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc";
+    auto r = p.feed(in);
+    CU_ASSERT_FATAL(r.state == S::Complete);
+    CU_ASSERT_EQUAL(p.method, std::string("GET"));
+    CU_ASSERT_EQUAL(p.url, std::string("/echo?x=1"));
+    CU_ASSERT_EQUAL(std::string(p.path()), std::string("/echo"));
+    CU_ASSERT_EQUAL(p.headers, std::string("Host: a\r\nX-Y: z\r\n"));  // Connection dropped
+    CU_ASSERT_TRUE(p.keep_alive());
+    CU_ASSERT(r.consumed < in.size());
+    std::string rest = in.substr(r.consumed);
+    p.next();
+    auto r2 = p.feed(rest);
+    CU_ASSERT_FATAL(r2.state == S::Complete);
+    CU_ASSERT_EQUAL(r2.consumed, rest.size());
+    CU_ASSERT_EQUAL(p.method, std::string("POST"));
+    CU_ASSERT_EQUAL(p.body, std::string("abc"));
+    CU_ASSERT_EQUAL(p.headers, std::string("Host: a\r\n"));  // Content-Length dropped
+}
+
+void test_byte_by_byte_chunked() {
+    HttpParser p(HttpParser::Mode::Request, lim());
+    std::string in = "POST /c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+    HttpParser::Progress r;
+    for (size_t i = 0; i < in.size(); ++i) {
+        r = p.feed(std::string_view(in).substr(i, 1));
+        CU_ASSERT_EQUAL(r.consumed, 1u);
+        if (i + 1 < in.size()) CU_ASSERT(r.state == S::Incomplete);
+    }
+    CU_ASSERT_FATAL(r.state == S::Complete);
+    CU_ASSERT_EQUAL(p.body, std::string("abcde"));
+    CU_ASSERT_EQUAL(p.headers, std::string("Host: a\r\n"));
+}
+
+void test_limits() {
+    {
+        HttpParser p(HttpParser::Mode::Request, lim());
+        std::string in = "GET / HTTP/1.1\r\nX: " + std::string(300, 'a') + "\r\n\r\n";
+        auto r = p.feed(in);
+        CU_ASSERT(r.state == S::Error);
+        CU_ASSERT_EQUAL(r.status, 431);
+    }
+    {
+        HttpParser p(HttpParser::Mode::Request, lim());
+        auto r = p.feed("POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n");
+        CU_ASSERT(r.state == S::Error);
+        CU_ASSERT_EQUAL(r.status, 413);
+    }
+    {
+        HttpParser p(HttpParser::Mode::Request, lim());
+        std::string in = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n64\r\n" + std::string(100, 'x') + "\r\n1\r\ny\r\n0\r\n\r\n";
+        auto r = p.feed(in);
+        CU_ASSERT(r.state == S::Error);
+        CU_ASSERT_EQUAL(r.status, 413);
+    }
+    {
+        HttpParser p(HttpParser::Mode::Request, lim());
+        auto r = p.feed("POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\n");
+        CU_ASSERT(r.state == S::Incomplete);  // exactly at the limit is fine
+    }
+}
+
+void test_malformed() {
+    const char* bad[] = {"BLAH / HTTP/1.1\r\n\r\n", "GET / HTTP/9.9x\r\n\r\n", "GET / HTTP/1.1\r\nNo colon here\r\n\r\n",
+                         "GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"};
+    for (auto* b : bad) {
+        HttpParser p(HttpParser::Mode::Request, lim());
+        auto r = p.feed(b);
+        CU_ASSERT(r.state == S::Error);
+        CU_ASSERT_EQUAL(r.status, 400);
+        p.next();  // must not abort after an error
+        p.reset();
+        CU_ASSERT(p.feed("GET / HTTP/1.1\r\n\r\n").state == S::Complete);
+    }
+}
+
+void test_expect_and_close() {
+    HttpParser p(HttpParser::Mode::Request, lim());
+    auto r = p.feed("PUT /x HTTP/1.1\r\nExpect: 100-continue\r\nConnection: close\r\nContent-Length: 2\r\n\r\n");
+    CU_ASSERT(r.state == S::Incomplete);
+    CU_ASSERT_TRUE(p.headers_complete());
+    CU_ASSERT_TRUE(p.expect_continue());
+    r = p.feed("hi");
+    CU_ASSERT(r.state == S::Complete);
+    CU_ASSERT_FALSE(p.keep_alive());
+    CU_ASSERT(p.headers.empty());
+    HttpParser q(HttpParser::Mode::Request, lim());
+    CU_ASSERT(q.feed("GET / HTTP/1.0\r\n\r\n").state == S::Complete);
+    CU_ASSERT_FALSE(q.keep_alive());
+}
+
+void test_responses() {
+    HttpLimits l{4096, 1 << 20};
+    HttpParser p(HttpParser::Mode::Response, l);
+    auto r = p.feed("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\nX-A: b\r\n\r\n4\r\nbody\r\n0\r\n\r\n");
+    CU_ASSERT_FATAL(r.state == S::Complete);
+    CU_ASSERT_EQUAL(p.status, 201);
+    CU_ASSERT_EQUAL(p.body, std::string("body"));
+    CU_ASSERT_EQUAL(p.headers, std::string("X-A: b\r\n"));
+    CU_ASSERT_TRUE(p.keep_alive());
+    // Read-until-close body completes at EOF.
+    p.next();
+    r = p.feed("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\npartial");
+    CU_ASSERT(r.state == S::Incomplete);
+    r = p.feed_eof();
+    CU_ASSERT(r.state == S::Complete);
+    CU_ASSERT_EQUAL(p.body, std::string("partial"));
+    // Truncated Content-Length body at EOF is an error (502).
+    p.next();
+    p.feed("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
+    r = p.feed_eof();
+    CU_ASSERT(r.state == S::Error);
+    CU_ASSERT_EQUAL(r.status, 502);
+    // HEAD: no body even with Content-Length.
+    p.next();
+    p.expect_no_body(true);
+    r = p.feed("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n");
+    CU_ASSERT(r.state == S::Complete);
+    CU_ASSERT(p.body.empty());
+}
+
+}  // namespace
+
+int main() {
+    static const CuTest tests[] = {
+        {"simple and pipelined", test_simple_and_pipelined},
+        {"chunked, byte by byte", test_byte_by_byte_chunked},
+        {"header and body limits", test_limits},
+        {"malformed requests", test_malformed},
+        {"expect-continue and close", test_expect_and_close},
+        {"responses", test_responses},
+    };
+    return run_cunit_suite("http", tests);
+}
