@@ -27,11 +27,11 @@ struct key_desc {
 	uint32_t max;
 };
 
-#define KEY(n, k, f, lo, hi)                                                   \
-	{                                                                      \
-		.name = n, .kind = k,                                          \
-		.offset = __builtin_offsetof(struct sverbs_config, f),         \
-		.min = lo, .max = hi                                           \
+#define KEY(n, k, f, lo, hi)                                           \
+	{                                                              \
+		.name = n, .kind = k,                                  \
+		.offset = __builtin_offsetof(struct sverbs_config, f), \
+		.min = lo, .max = hi                                   \
 	}
 
 static const struct key_desc keys[] = {
@@ -217,7 +217,8 @@ static int parse_value(const struct key_desc *k, const char *v, void *field)
 	case V_MODE:
 		if (parse_bool(v, &b))
 			return -1;
-		*(enum sverbs_mode *)field = b ? SVERBS_MODE_ON : SVERBS_MODE_OFF;
+		*(enum sverbs_mode *)field =
+			b ? SVERBS_MODE_ON : SVERBS_MODE_OFF;
 		return 0;
 	case V_BOOL:
 		if (parse_bool(v, &b))
@@ -282,8 +283,8 @@ static char *trim(char *s)
 	return s;
 }
 
-static int parse_line(struct sverbs_config *cfg, char *line,
-		      const char *where, sverbs_config_report_fn fn, void *arg)
+static int parse_line(struct sverbs_config *cfg, char *line, const char *where,
+		      sverbs_config_report_fn fn, void *arg)
 {
 	char *hash, *eq, *key, *value;
 
@@ -326,7 +327,8 @@ int sverbs_config_parse_text(struct sverbs_config *cfg, const char *text,
 		len = nl ? (size_t)(nl - p) : strlen(p);
 		snprintf(where, sizeof(where), "%s:%u", origin, lineno);
 		if (len > MAX_LINE) {
-			report(fn, arg, "%s: line longer than %d characters ignored",
+			report(fn, arg,
+			       "%s: line longer than %d characters ignored",
 			       where, MAX_LINE);
 			problems++;
 		} else {
@@ -411,13 +413,14 @@ int sverbs_config_load(struct sverbs_config *cfg, const char *path,
 		name[eq - *envp] = '\0';
 		if (env_to_key(name, key, sizeof(key)))
 			continue;
-		problems += sverbs_config_set(cfg, key, eq + 1, name, fn, arg) ?
-				    1 :
-				    0;
+		problems += sverbs_config_set(cfg, key, eq + 1, name, fn, arg)
+				    ? 1
+				    : 0;
 	}
 	if (cfg->slice_min_bytes > cfg->slice_max_bytes) {
 		report(fn, arg,
-		       "slice_min_bytes %u is above slice_max_bytes %u; using %u for both",
+		       "slice_min_bytes %u is above slice_max_bytes %u; using "
+		       "%u for both",
 		       cfg->slice_min_bytes, cfg->slice_max_bytes,
 		       cfg->slice_max_bytes);
 		cfg->slice_min_bytes = cfg->slice_max_bytes;

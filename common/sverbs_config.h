@@ -18,19 +18,20 @@ enum sverbs_mode {
 };
 
 struct sverbs_config {
-	enum sverbs_mode mode;	  /* enable / SVERBS: on|off */
+	enum sverbs_mode mode;	   /* enable / SVERBS: on|off */
 	unsigned int default_prio; /* default_prio: level of unmarked WRs */
-	uint32_t small_msg_bytes;  /* small_msg_bytes: <= this -> level 0; 0 off */
+	uint32_t small_msg_bytes;  /* small_msg_bytes: <= this -> level 0; 0 off
+				    */
 	uint32_t slice_bytes;	   /* slice_bytes: 0 adaptive, else fixed */
 	uint32_t slice_min_bytes;  /* slice_min_bytes */
 	uint32_t slice_max_bytes;  /* slice_max_bytes */
-	uint32_t hol_target_us;	   /* hol_target_us: target wait behind slices */
-	uint32_t window_slices;	   /* window_slices: slices in flight */
-	uint32_t cq_headroom;	   /* cq_headroom: extra CQEs for internal use */
-	bool batch;		   /* batch: zero-delay doorbell batching */
-	uint32_t batch_budget_us;  /* batch_budget_us: 0 = never hold */
-	uint32_t batch_prio_mask;  /* batch_levels: levels that may be held */
-	bool stats;		   /* stats / SVERBS_STATS */
+	uint32_t hol_target_us;	  /* hol_target_us: target wait behind slices */
+	uint32_t window_slices;	  /* window_slices: slices in flight */
+	uint32_t cq_headroom;	  /* cq_headroom: extra CQEs for internal use */
+	bool batch;		  /* batch: zero-delay doorbell batching */
+	uint32_t batch_budget_us; /* batch_budget_us: 0 = never hold */
+	uint32_t batch_prio_mask; /* batch_levels: levels that may be held */
+	bool stats;		  /* stats / SVERBS_STATS */
 };
 
 /* Called once per problem found; msg is a full sentence without newline. */

@@ -103,14 +103,22 @@ static void test_unknown_key(void)
 static void test_bad_values(void)
 {
 	static const char *const bad[] = {
-		"enable = maybe",	  "default_prio = 8",
-		"default_prio = -1",	  "small_msg_bytes = 12q",
-		"slice_bytes = lots",	  "slice_min_bytes = 10",
-		"hol_target_us = 0",	  "window_slices = 0",
-		"window_slices = 99999",  "batch = 2",
-		"batch_levels = 3-9",	  "batch_levels = 5-2",
-		"cq_headroom = 1",	  "slice_bytes = 99999999999",
-		"stats = ",		  "just some words",
+		"enable = maybe",
+		"default_prio = 8",
+		"default_prio = -1",
+		"small_msg_bytes = 12q",
+		"slice_bytes = lots",
+		"slice_min_bytes = 10",
+		"hol_target_us = 0",
+		"window_slices = 0",
+		"window_slices = 99999",
+		"batch = 2",
+		"batch_levels = 3-9",
+		"batch_levels = 5-2",
+		"cq_headroom = 1",
+		"slice_bytes = 99999999999",
+		"stats = ",
+		"just some words",
 	};
 	struct sverbs_config cfg, def;
 	size_t i;
@@ -153,9 +161,12 @@ static void test_missing_file(void)
 static void test_file_and_env(void)
 {
 	char path[] = "/tmp/sverbs-conf-XXXXXX";
-	char *env[] = { "HOME=/root",		      "SVERBS_WINDOW_SLICES=8",
-			"SVERBS=off",		      "SVERBS_SLICE_BYTES=bogus",
-			"SVERBS_NO_SUCH_KNOB=1",      "SVERBS_CONF=/ignored",
+	char *env[] = { "HOME=/root",
+			"SVERBS_WINDOW_SLICES=8",
+			"SVERBS=off",
+			"SVERBS_SLICE_BYTES=bogus",
+			"SVERBS_NO_SUCH_KNOB=1",
+			"SVERBS_CONF=/ignored",
 			NULL };
 	struct sverbs_config cfg;
 	FILE *f;
@@ -176,7 +187,7 @@ static void test_file_and_env(void)
 	CU_ASSERT_EQUAL(nmsgs, 2);
 	CU_ASSERT_PTR_NOT_NULL(strstr(msgs[0], "SVERBS_SLICE_BYTES"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(msgs[1], "no_such_knob"));
-	CU_ASSERT_EQUAL(cfg.window_slices, 8); /* environment wins */
+	CU_ASSERT_EQUAL(cfg.window_slices, 8);	      /* environment wins */
 	CU_ASSERT_EQUAL(cfg.slice_bytes, 128u << 10); /* file value kept */
 	CU_ASSERT_TRUE(cfg.stats);
 	CU_ASSERT_EQUAL(cfg.mode, SVERBS_MODE_OFF);
@@ -195,8 +206,8 @@ static void test_env_on(void)
 
 static void test_min_above_max(void)
 {
-	char *env[] = { "SVERBS_SLICE_MIN_BYTES=2m", "SVERBS_SLICE_MAX_BYTES=1m",
-			NULL };
+	char *env[] = { "SVERBS_SLICE_MIN_BYTES=2m",
+			"SVERBS_SLICE_MAX_BYTES=1m", NULL };
 	struct sverbs_config cfg;
 
 	reset();
@@ -235,7 +246,8 @@ int main(void)
 	CU_add_test(s, "line too long", test_long_line);
 	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_basic_run_tests();
-	int failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+	int failed =
+		CU_get_number_of_failures() + CU_get_number_of_tests_failed();
 
 	CU_cleanup_registry();
 	return failed ? 1 : 0;

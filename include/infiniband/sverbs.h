@@ -16,14 +16,14 @@
 #ifndef INFINIBAND_SVERBS_H
 #define INFINIBAND_SVERBS_H
 
-#define SVERBS_NUM_PRIO 8
+#define SVERBS_NUM_PRIO	    8
 #define SVERBS_PRIO_HIGHEST 0
-#define SVERBS_PRIO_LOWEST (SVERBS_NUM_PRIO - 1)
+#define SVERBS_PRIO_LOWEST  (SVERBS_NUM_PRIO - 1)
 
 /* Bits 24..27 of send_flags: 0 = not stated, n + 1 = level n. */
 #define SVERBS_PRIO_SHIFT 24
-#define SVERBS_PRIO_MASK (0xfu << SVERBS_PRIO_SHIFT)
-#define SVERBS_PRIO(n) ((((unsigned int)(n) & 7u) + 1u) << SVERBS_PRIO_SHIFT)
+#define SVERBS_PRIO_MASK  (0xfu << SVERBS_PRIO_SHIFT)
+#define SVERBS_PRIO(n)	  ((((unsigned int)(n)&7u) + 1u) << SVERBS_PRIO_SHIFT)
 
 /* The level stated in flags, or -1 if none. */
 static inline int sverbs_prio_of(unsigned int flags)

@@ -34,11 +34,11 @@ static const struct sverbs_adapter mlx5_adapter = {
 	.log = mlx5_sv_log,
 };
 
-#define SV_ADAPTER mlx5_adapter
-#define SV_QP(ibqp) (to_mqp(ibqp)->sv)
-#define SV_CQ(ibcq) (to_mcq(ibcq)->sv)
+#define SV_ADAPTER	    mlx5_adapter
+#define SV_QP(ibqp)	    (to_mqp(ibqp)->sv)
+#define SV_CQ(ibcq)	    (to_mcq(ibcq)->sv)
 #define SV_STOCK_DESTROY_CQ mlx5_destroy_cq
-#define SV_STOCK_MODIFY_QP mlx5_modify_qp
+#define SV_STOCK_MODIFY_QP  mlx5_modify_qp
 #define SV_STOCK_DESTROY_QP mlx5_destroy_qp
 #include "sverbs_glue_ops.h"
 
@@ -66,9 +66,8 @@ void mlx5_sv_cq_created(struct ibv_cq_ex *cq, bool extended,
 {
 	struct ibv_cq *ibcq = ibv_cq_ex_to_cq(cq);
 
-	to_mcq(ibcq)->sv = sverbs_glue_cq_created(&mlx5_adapter, ibcq,
-						  extended ? cq : NULL,
-						  app_wc_flags);
+	to_mcq(ibcq)->sv = sverbs_glue_cq_created(
+		&mlx5_adapter, ibcq, extended ? cq : NULL, app_wc_flags);
 }
 
 void mlx5_sv_qp_created(struct ibv_qp *qp, struct ibv_qp_init_attr_ex *attr)

@@ -24,11 +24,11 @@ static const struct sverbs_adapter rxe_adapter = {
 	.log = rxe_sv_log,
 };
 
-#define SV_ADAPTER rxe_adapter
-#define SV_QP(ibqp) (to_rqp(ibqp)->sv)
-#define SV_CQ(ibcq) (to_rcq(ibcq)->sv)
+#define SV_ADAPTER	    rxe_adapter
+#define SV_QP(ibqp)	    (to_rqp(ibqp)->sv)
+#define SV_CQ(ibcq)	    (to_rcq(ibcq)->sv)
 #define SV_STOCK_DESTROY_CQ rxe_destroy_cq
-#define SV_STOCK_MODIFY_QP rxe_modify_qp
+#define SV_STOCK_MODIFY_QP  rxe_modify_qp
 #define SV_STOCK_DESTROY_QP rxe_destroy_qp
 #include "sverbs_glue_ops.h"
 
@@ -61,9 +61,9 @@ void rxe_sv_cq_created(struct rxe_cq *cq, struct ibv_cq_ex *cq_ex,
 void rxe_sv_qp_created(struct rxe_qp *qp, struct ibv_qp_init_attr_ex *attr)
 {
 	if (attr->send_cq)
-		qp->sv = sverbs_glue_qp_created(&rxe_adapter, &qp->vqp.qp,
-						to_rcq(attr->send_cq)->sv,
-						attr);
+		qp->sv =
+			sverbs_glue_qp_created(&rxe_adapter, &qp->vqp.qp,
+					       to_rcq(attr->send_cq)->sv, attr);
 }
 
 void rxe_sv_qp_created_legacy(struct rxe_qp *qp, struct ibv_qp_init_attr *attr)

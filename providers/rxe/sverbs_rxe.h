@@ -18,8 +18,7 @@ int rxe_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr_list,
 int rxe_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
 int rxe_resize_cq(struct ibv_cq *ibcq, int cqe);
 int rxe_destroy_cq(struct ibv_cq *ibcq);
-int rxe_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
-		  int attr_mask);
+int rxe_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask);
 int rxe_destroy_qp(struct ibv_qp *ibqp);
 
 /* Hooks.  Each is a no-op when the layer is off. */
@@ -31,7 +30,6 @@ struct ibv_cq_init_attr_ex *rxe_sv_cq_attr(struct ibv_context *ctx,
 void rxe_sv_cq_created(struct rxe_cq *cq, struct ibv_cq_ex *cq_ex,
 		       uint64_t app_wc_flags);
 void rxe_sv_qp_created(struct rxe_qp *qp, struct ibv_qp_init_attr_ex *attr);
-void rxe_sv_qp_created_legacy(struct rxe_qp *qp,
-			      struct ibv_qp_init_attr *attr);
+void rxe_sv_qp_created_legacy(struct rxe_qp *qp, struct ibv_qp_init_attr *attr);
 
 #endif /* SVERBS_RXE_H */

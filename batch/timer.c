@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The batching budget's timer thread (see sverbs_batch.h).  Entries are
+ * added at QP creation and removed at destruction, never on the hot path.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "sverbs_batch.h"
+
+#define NEVER UINT64_MAX
+
+static pthread_mutex_t timer_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t timer_cond;
+static pthread_cond_t timer_idle; /* signalled when a fire() returns */
+static struct sverbs_timer_entry *entries;
+static struct sverbs_timer_entry *firing;
+static _Atomic uint64_t planned_wake = NEVER;
+static bool thread_started;
+
+uint64_t sverbs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Called with timer_lock held: the earliest armed deadline. */
+static uint64_t earliest_deadline(void)
+{
+	struct sverbs_timer_entry *e;
+	uint64_t min = NEVER, d;
+
+	for (e = entries; e; e = e->next) {
+		d = atomic_load(&e->deadline_ns);
+		if (d && d < min)
+			min = d;
+	}
+	return min;
+}
+
+/* Called with timer_lock held; drops it around each fire(). */
+static void fire_expired(uint64_t now)
+{
+	struct sverbs_timer_entry *e;
+	uint64_t d;
+
+restart:
+	for (e = entries; e; e = e->next) {
+		d = atomic_load(&e->deadline_ns);
+		if (!d || d > now)
+			continue;
+		if (!atomic_compare_exchange_strong(&e->deadline_ns, &d, 0))
+			continue;
+		firing = e;
+		pthread_mutex_unlock(&timer_lock);
+		e->fire(e->arg);
+		pthread_mutex_lock(&timer_lock);
+		firing = NULL;
+		pthread_cond_broadcast(&timer_idle);
+		goto restart; /* the list may have changed meanwhile */
+	}
+}
+
+static void *timer_main(void *arg)
+{
+	struct timespec ts;
+	uint64_t wake;
+
+	(void)arg;
+	pthread_mutex_lock(&timer_lock);
+	for (;;) {
+		fire_expired(sverbs_now_ns());
+		/* 0 while computing: an arm meanwhile always signals */
+		atomic_store(&planned_wake, 0);
+		wake = earliest_deadline();
+		atomic_store(&planned_wake, wake);
+		if (wake == NEVER) {
+			pthread_cond_wait(&timer_cond, &timer_lock);
+			continue;
+		}
+		ts.tv_sec = wake / 1000000000ull;
+		ts.tv_nsec = wake % 1000000000ull;
+		pthread_cond_timedwait(&timer_cond, &timer_lock, &ts);
+	}
+	return NULL;
+}
+
+/* Called with timer_lock held. */
+static int start_thread(void)
+{
+	pthread_condattr_t attr;
+	pthread_attr_t tattr;
+	pthread_t thread;
+	int ret;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&timer_cond, &attr);
+	pthread_condattr_destroy(&attr);
+	pthread_cond_init(&timer_idle, NULL);
+	pthread_attr_init(&tattr);
+	pthread_attr_setdetachstate(&tattr, PTHREAD_CREATE_DETACHED);
+	ret = pthread_create(&thread, &tattr, timer_main, NULL);
+	pthread_attr_destroy(&tattr);
+	if (ret)
+		return ret;
+	thread_started = true;
+	return 0;
+}
+
+int sverbs_timer_add(struct sverbs_timer_entry *e, void (*fire)(void *arg),
+		     void *arg)
+{
+	int ret = 0;
+
+	e->fire = fire;
+	e->arg = arg;
+	atomic_store(&e->deadline_ns, 0);
+	pthread_mutex_lock(&timer_lock);
+	if (!thread_started)
+		ret = start_thread();
+	if (!ret) {
+		e->next = entries;
+		entries = e;
+	}
+	pthread_mutex_unlock(&timer_lock);
+	return ret;
+}
+
+void sverbs_timer_del(struct sverbs_timer_entry *e)
+{
+	struct sverbs_timer_entry **p;
+
+	pthread_mutex_lock(&timer_lock);
+	atomic_store(&e->deadline_ns, 0);
+	while (firing == e)
+		pthread_cond_wait(&timer_idle, &timer_lock);
+	for (p = &entries; *p; p = &(*p)->next) {
+		if (*p == e) {
+			*p = e->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&timer_lock);
+}
+
+void sverbs_timer_arm(struct sverbs_timer_entry *e, uint64_t deadline_ns)
+{
+	uint64_t planned;
+
+	if (!deadline_ns)
+		deadline_ns = 1;
+	atomic_store(&e->deadline_ns, deadline_ns);
+	planned = atomic_load(&planned_wake);
+	if (!planned || deadline_ns < planned) {
+		pthread_mutex_lock(&timer_lock);
+		pthread_cond_signal(&timer_cond);
+		pthread_mutex_unlock(&timer_lock);
+	}
+}
