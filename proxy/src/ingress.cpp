@@ -279,7 +279,7 @@ void Ingress::accept(int fd) {
         m_.admission_rejects.inc();
         respond_local(c, 503, "too many connections\n",
                       fmt::format("Retry-After: {}\r\n", cfg_->ingress.retry_after_s));
-        c.s.close_after_flush();
+        c.s.close_after_flush(true);
     }
 }
 
@@ -313,7 +313,7 @@ size_t Ingress::process(Client& c, std::string_view data) {
             m_.bad_requests.inc();
             c.keep_alive = false;
             respond_local(c, p.status, fmt::format("{}\n", http_reason(p.status)));
-            c.s.close_after_flush();
+            c.s.close_after_flush(true);
             return data.size();
         }
         if (p.state == HttpParser::State::Incomplete) {
@@ -388,7 +388,7 @@ void Ingress::after_response(Client& c) {
     c.parser.next();
     c.sent_continue = false;
     if (!c.keep_alive || draining_) {
-        c.s.close_after_flush();
+        c.s.close_after_flush(true);
         return;
     }
     if (!c.in.empty() && !c.s.closing()) {
@@ -575,6 +575,10 @@ void Ingress::sweep(int64_t now) {
     for (auto& cp : clients_) {
         if (!cp || cp->s.closing()) continue;
         auto& c = *cp;
+        if (c.s.lingering_since()) {
+            if (now - c.s.lingering_since() > 2000 * kMs) c.s.close();
+            continue;
+        }
         if (c.s.send_started_ns() && now - c.s.send_started_ns() > in.send_timeout_ms * kMs) {
             m_.timeouts.inc();
             c.s.close();  // a client that does not read its answers

@@ -33,6 +33,13 @@ int main(int argc, char** argv) {
         return 2;
     }
     auto cfg = std::make_shared<const Config>(std::move(loaded.value()));
+    if (check) {
+        if (cfg->channel.transport == TransportKind::Rdma && !rdma_compiled_in())
+            fmt::print("{}: warning: transport = \"rdma\" but this build has no RDMA support\n", config_path);
+        fmt::print("{}: ok ({}{}{} upstreams, {} routes)\n", config_path, cfg->ingress.present ? "ingress, " : "",
+                   cfg->egress.present ? "egress, " : "", cfg->upstreams.size(), cfg->routes.size());
+        return 0;
+    }
     if (role.empty()) {
         if (cfg->ingress.present && cfg->egress.present) {
             fmt::print(stderr, "sverbs-proxy: {} has both [ingress] and [egress]: pass --role\n", config_path);
@@ -60,10 +67,6 @@ int main(int argc, char** argv) {
     if (cfg->channel.transport == TransportKind::Rdma && !rdma_compiled_in()) {
         fmt::print(stderr, "sverbs-proxy: transport = \"rdma\" but this build has no RDMA support\n");
         return 2;
-    }
-    if (check) {
-        fmt::print("{}: ok ({} upstreams, {} routes)\n", config_path, cfg->upstreams.size(), cfg->routes.size());
-        return 0;
     }
     spdlog::set_level(spdlog::level::from_str(log_level.empty() ? cfg->log_level : log_level));
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + role + "] %v");

@@ -43,7 +43,7 @@ struct SimpleServer::Conn final : StreamConn::Events {
             data.remove_prefix(p.consumed);
             if (p.state == HttpParser::State::Error) {
                 write_response(s.out(), p.status, "Content-Type: text/plain\r\n", std::string(http_reason(p.status)) + "\n", false);
-                s.close_after_flush();
+                s.close_after_flush(true);
                 return;
             }
             if (p.state == HttpParser::State::Incomplete) {
@@ -61,7 +61,7 @@ struct SimpleServer::Conn final : StreamConn::Events {
             write_response(s.out(), resp.status, hdr, resp.body, keep, parser.method == "HEAD");
             parser.next();
             if (!keep) {
-                s.close_after_flush();
+                s.close_after_flush(true);
                 return;
             }
         }
@@ -106,12 +106,16 @@ void SimpleServer::stop() {
     stopping_ = true;
     if (acceptor_) acceptor_->stop();
     for (auto& c : conns_)
-        if (c && !c->parser.started()) c->s.close_after_flush();
+        if (c && !c->parser.started()) c->s.close_after_flush(true);
 }
 
 void SimpleServer::sweep(int64_t now) {
     for (auto& c : conns_) {
         if (!c || c->s.closing()) continue;
+        if (c->s.lingering_since()) {
+            if (now - c->s.lingering_since() > 2000 * kMs) c->s.close();
+            continue;
+        }
         bool idle = !c->parser.started() && now - c->last_active > idle_ns_;
         bool slow = c->parser.started() && now - c->started > idle_ns_;
         bool stuck = c->s.send_started_ns() && now - c->s.send_started_ns() > idle_ns_;

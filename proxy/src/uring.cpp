@@ -286,10 +286,22 @@ void StreamConn::submit_send() {
     ++inflight_;
 }
 
-void StreamConn::close_after_flush() {
+void StreamConn::close_after_flush(bool linger) {
+    if (closing_) return;
     close_after_flush_ = true;
-    if (!send_inflight_ && out_.empty()) close();
+    linger_ = linger_ || linger;
+    if (!send_inflight_ && out_.empty()) finish_output();
     else flush();
+}
+
+void StreamConn::finish_output() {
+    if (!linger_ || fd_ < 0) {
+        close();
+        return;
+    }
+    if (linger_since_) return;
+    linger_since_ = now_ns();
+    ::shutdown(fd_, SHUT_WR);
 }
 
 void StreamConn::close() {
@@ -346,9 +358,9 @@ void StreamConn::on_cqe(Op op, int res, uint32_t flags) {
                 bytes_in += static_cast<uint64_t>(res);
                 if (flags & IORING_CQE_F_BUFFER) {
                     auto bid = static_cast<uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT);
-                    if (!closing_) ev_.on_data(*this, ring_.buffer(bid, static_cast<size_t>(res)));
+                    if (!closing_ && !close_after_flush_) ev_.on_data(*this, ring_.buffer(bid, static_cast<size_t>(res)));
                     ring_.recycle(bid);
-                } else if (!closing_) {
+                } else if (!closing_ && !close_after_flush_) {
                     ev_.on_data(*this, {rbuf_.get(), static_cast<size_t>(res)});
                 }
                 if (!more) arm_recv();
@@ -384,7 +396,7 @@ void StreamConn::on_cqe(Op op, int res, uint32_t flags) {
                 flush();
             } else {
                 ev_.on_drained(*this);
-                if (close_after_flush_ && out_.empty() && !send_inflight_) close();
+                if (close_after_flush_ && out_.empty() && !send_inflight_) finish_output();
             }
             break;
         case Op::Cancel:

@@ -122,7 +122,11 @@ public:
     Status connect(const SockAddr& a);  // on_connect reports the outcome
     std::string& out() { return out_; }
     void flush();
-    void close_after_flush();
+    // Close once everything queued is sent.  linger: half-close (FIN) and discard input
+    // until the peer closes, so unread request bytes cannot turn the close into an RST
+    // that destroys the answer in flight (owner bounds it with lingering_since()).
+    void close_after_flush(bool linger = false);
+    int64_t lingering_since() const { return linger_since_; }
     void close();
     void pause_recv(bool p);  // stop delivering data (pipelined input buffered by owner)
 
@@ -145,7 +149,9 @@ private:
     uint32_t slot_ = UINT32_MAX;
     int inflight_ = 0;
     bool recv_armed_ = false, send_inflight_ = false, closing_ = false, finished_ = false;
-    bool connected_ = false, close_after_flush_ = false;
+    bool connected_ = false, close_after_flush_ = false, linger_ = false;
+    int64_t linger_since_ = 0;
+    void finish_output();
     std::string out_, sending_;
     size_t sent_ = 0;
     int64_t send_started_ = 0;
