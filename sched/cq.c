@@ -1,0 +1,649 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Per-CQ side of the scheduler: translating raw completions, the ready ring,
+ * the table of QPs whose send CQ this is, CQ headroom, and the extended-CQ
+ * polling ops.
+ *
+ * Poll.  Completions waiting in the ready ring go first.  Then raw
+ * completions are polled straight into the caller's array and translated
+ * in place: receive completions, completions of QPs sverbs does not manage
+ * and send completions that do not carry an internal wr_id pass untouched;
+ * a managed QP's send completion retires its WQEs and is replaced by the
+ * application's completion, if any.  Translation never produces more than
+ * one completion per raw one except when a QP fails (flushes); those, and
+ * everything after them in the same poll, go through the ready ring so
+ * that order is kept.  The QPs that saw completions are pumped before
+ * returning, and so are QPs waiting for CQ headroom.
+ *
+ * Headroom.  The glue created the CQ with cq_headroom CQEs beyond the
+ * application's.  Every registered QP owns one unit (its spare, used by
+ * pump rule (d)); the rest is shared through an atomic counter that the
+ * post path takes without the CQ lock.  When a second QP or more registers,
+ * the CQ is grown by cq_headroom (adapter resize_cq) if the provider can.
+ * A QP that finds no headroom waits; it is pumped by the next poll of the
+ * CQ, which some completion will prompt: only WQEs that will report hold
+ * headroom.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched_int.h"
+
+#define SV_POLL_BATCH 32
+#define SV_RING_SLACK 64
+#define SV_UNSUPPORTED_WC_FLAGS                                       \
+	(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_CVLAN | \
+	 IBV_WC_EX_WITH_FLOW_TAG | IBV_WC_EX_WITH_TM_INFO |           \
+	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+
+void sv_log(const struct sverbs_adapter *ad, struct ibv_context *ctx,
+	    enum sverbs_log_level level, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	if (!ad || !ad->log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	ad->log(ctx, level, msg);
+}
+
+/* ------------------------------------------------------------ headroom */
+
+bool sv_hr_take(struct sverbs_cq *scq)
+{
+	unsigned int used = atomic_load(&scq->hr_used);
+
+	do {
+		if (used + 1 > atomic_load(&scq->hr_limit))
+			return false;
+	} while (!atomic_compare_exchange_weak(&scq->hr_used, &used, used + 1));
+	return true;
+}
+
+void sv_hr_give(struct sverbs_cq *scq, unsigned int n)
+{
+	atomic_fetch_sub(&scq->hr_used, n);
+}
+
+/* QP lock held. */
+void sv_hr_wait(struct sverbs_cq *scq, struct sverbs_qp *sqp)
+{
+	if (sqp->hr_wait)
+		return;
+	sqp->hr_wait = true;
+	atomic_fetch_add(&scq->hr_waiters, 1);
+}
+
+/* ------------------------------------------------------------ QP table */
+
+static uint32_t qpn_hash(uint32_t qpn)
+{
+	return qpn * 0x9e3779b1u;
+}
+
+static struct sverbs_qp *tab_find(const struct sverbs_cq *scq, uint32_t qpn)
+{
+	uint32_t i = qpn_hash(qpn) & scq->tab_mask;
+	struct sverbs_qp *sqp;
+
+	while ((sqp = scq->tab[i])) {
+		if (sqp->qp_num == qpn)
+			return sqp;
+		i = (i + 1) & scq->tab_mask;
+	}
+	return NULL;
+}
+
+static void tab_put(struct sverbs_qp **tab, uint32_t mask,
+		    struct sverbs_qp *sqp)
+{
+	uint32_t i = qpn_hash(sqp->qp_num) & mask;
+
+	while (tab[i])
+		i = (i + 1) & mask;
+	tab[i] = sqp;
+}
+
+static int tab_grow(struct sverbs_cq *scq)
+{
+	uint32_t size = (scq->tab_mask + 1) * 2, i;
+	struct sverbs_qp **tab = calloc(size, sizeof(*tab));
+
+	if (!tab)
+		return ENOMEM;
+	for (i = 0; i <= scq->tab_mask; i++)
+		if (scq->tab[i])
+			tab_put(tab, size - 1, scq->tab[i]);
+	free(scq->tab);
+	scq->tab = tab;
+	scq->tab_mask = size - 1;
+	return 0;
+}
+
+static void tab_del(struct sverbs_cq *scq, struct sverbs_qp *sqp)
+{
+	uint32_t i = qpn_hash(sqp->qp_num) & scq->tab_mask;
+	struct sverbs_qp *moved;
+
+	while (scq->tab[i] && scq->tab[i] != sqp)
+		i = (i + 1) & scq->tab_mask;
+	if (!scq->tab[i])
+		return;
+	scq->tab[i] = NULL;
+	/* re-place the rest of the cluster */
+	for (i = (i + 1) & scq->tab_mask; scq->tab[i];
+	     i = (i + 1) & scq->tab_mask) {
+		moved = scq->tab[i];
+		scq->tab[i] = NULL;
+		tab_put(scq->tab, scq->tab_mask, moved);
+	}
+}
+
+/* ------------------------------------------------------------ ready ring */
+
+static int ring_reserve(struct sverbs_cq *scq, uint32_t cap)
+{
+	struct ibv_wc *r;
+	uint32_t i;
+
+	if (cap <= scq->rcap)
+		return 0;
+	r = calloc(cap, sizeof(*r));
+	if (!r)
+		return ENOMEM;
+	for (i = 0; i < scq->rcount; i++)
+		r[i] = scq->ready[(scq->rhead + i) % scq->rcap];
+	free(scq->ready);
+	scq->ready = r;
+	scq->rcap = cap;
+	scq->rhead = 0;
+	return 0;
+}
+
+static void ring_push(struct sverbs_cq *scq, const struct ibv_wc *wc)
+{
+	if (scq->rcount == scq->rcap) {
+		if (!scq->dropped++)
+			sv_log(scq->ad, scq->cq->context, SVERBS_LOG_ERR,
+			       "sverbs: CQ overrun: completions lost (the "
+			       "application exceeded its CQ size)");
+		return;
+	}
+	scq->ready[(scq->rhead + scq->rcount) % scq->rcap] = *wc;
+	scq->rcount++;
+}
+
+static int ring_pop(struct sverbs_cq *scq, struct ibv_wc *wc, int ne)
+{
+	int n = 0;
+
+	while (n < ne && scq->rcount) {
+		wc[n++] = scq->ready[scq->rhead];
+		scq->rhead = (scq->rhead + 1) % scq->rcap;
+		scq->rcount--;
+	}
+	return n;
+}
+
+void sv_emit(struct sv_emit *e, const struct ibv_wc *wc)
+{
+	if (e->wc && !e->spill && e->out < e->limit) {
+		e->wc[e->out++] = *wc;
+		return;
+	}
+	e->spill = true;
+	ring_push(e->scq, wc);
+}
+
+/* ------------------------------------------------------------ registration */
+
+/* Remember a destroyed QP (the oldest is forgotten when full). */
+static void grave_add(struct sverbs_cq *scq, const struct sverbs_qp *sqp)
+{
+	uint32_t i;
+
+	if (scq->ngraves == SV_GRAVES) {
+		memmove(&scq->graves[0], &scq->graves[1],
+			sizeof(scq->graves[0]) * (SV_GRAVES - 1));
+		scq->ngraves--;
+	}
+	i = scq->ngraves++;
+	scq->graves[i].qp_num = sqp->qp_num;
+	scq->graves[i].seq_end = sqp->seq_next;
+}
+
+static void grave_del(struct sverbs_cq *scq, uint32_t qpn)
+{
+	uint32_t i;
+
+	for (i = 0; i < scq->ngraves; i++) {
+		if (scq->graves[i].qp_num != qpn)
+			continue;
+		scq->graves[i] = scq->graves[--scq->ngraves];
+		return;
+	}
+}
+
+/* A stale internal completion of a destroyed QP. */
+static bool grave_absorbs(const struct sverbs_cq *scq, const struct ibv_wc *wc)
+{
+	uint32_t i;
+
+	for (i = 0; i < scq->ngraves; i++)
+		if (scq->graves[i].qp_num == wc->qp_num &&
+		    wc->wr_id >= SV_SEQ_BASE &&
+		    wc->wr_id < scq->graves[i].seq_end)
+			return true;
+	return false;
+}
+
+static void hr_set_limit(struct sverbs_cq *scq)
+{
+	atomic_store(&scq->hr_limit, scq->hr_total - scq->nqp);
+}
+
+bool sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
+{
+	bool ok = false;
+
+	pthread_spin_lock(&scq->lock);
+	if (scq->nqp && scq->ad->resize_cq &&
+	    scq->nqp >= scq->hr_total / scq->cfg.cq_headroom &&
+	    !scq->ad->resize_cq(scq->cq,
+				scq->cq->cqe + (int)scq->cfg.cq_headroom))
+		scq->hr_total += scq->cfg.cq_headroom;
+	/* every QP's spare plus at least one shared unit */
+	if (scq->hr_total < scq->nqp + 2) {
+		sv_log(scq->ad, scq->cq->context, SVERBS_LOG_WARN,
+		       "sverbs: CQ headroom exhausted: QP %u stays stock",
+		       sqp->qp_num);
+		goto out;
+	}
+	if ((scq->nqp + 1) * 2 > scq->tab_mask + 1 && tab_grow(scq))
+		goto out;
+	if (ring_reserve(scq, (uint32_t)scq->cq->cqe + scq->wr_capacity +
+				      sqp->cap + SV_RING_SLACK))
+		goto out;
+	tab_put(scq->tab, scq->tab_mask, sqp);
+	grave_del(scq, sqp->qp_num);
+	scq->nqp++;
+	scq->wr_capacity += sqp->cap;
+	hr_set_limit(scq);
+	ok = true;
+out:
+	pthread_spin_unlock(&scq->lock);
+	return ok;
+}
+
+void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
+{
+	tab_del(scq, sqp);
+	grave_add(scq, sqp);
+	scq->nqp--;
+	scq->wr_capacity -= sqp->cap;
+	if (sqp->hr_wait) {
+		sqp->hr_wait = false;
+		atomic_fetch_sub(&scq->hr_waiters, 1);
+	}
+	hr_set_limit(scq);
+}
+
+struct sverbs_cq *sverbs_cq_create(const struct sverbs_adapter *ad,
+				   struct ibv_cq *cq,
+				   const struct sverbs_config *cfg)
+{
+	struct sverbs_cq *scq;
+
+	if (!ad || !cq || !cfg || !sverbs_config_enabled(cfg))
+		return NULL;
+	scq = calloc(1, sizeof(*scq));
+	if (!scq)
+		return NULL;
+	pthread_spin_init(&scq->lock, PTHREAD_PROCESS_PRIVATE);
+	scq->ad = ad;
+	scq->cq = cq;
+	scq->cfg = *cfg;
+	if (!scq->cfg.cq_headroom)
+		scq->cfg.cq_headroom = 4;
+	scq->hr_total = scq->cfg.cq_headroom;
+	hr_set_limit(scq);
+	scq->tab_mask = 15;
+	scq->tab = calloc(scq->tab_mask + 1, sizeof(*scq->tab));
+	if (!scq->tab ||
+	    ring_reserve(scq, (cq->cqe > 0 ? (uint32_t)cq->cqe : 0) +
+				      SV_RING_SLACK)) {
+		sverbs_cq_destroy(scq);
+		return NULL;
+	}
+	return scq;
+}
+
+void sverbs_cq_destroy(struct sverbs_cq *scq)
+{
+	if (!scq)
+		return;
+	if (scq->cq_ex)
+		sv_objmap_remove(scq->cq_ex);
+	free(scq->ready);
+	free(scq->tab);
+	pthread_spin_destroy(&scq->lock);
+	free(scq);
+}
+
+/* ------------------------------------------------------------ raw source */
+
+static void ex_read(struct sverbs_cq *scq, struct ibv_wc *wc)
+{
+	struct ibv_cq_ex *cx = scq->cq_ex;
+	uint64_t f = scq->raw_flags;
+
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = cx->wr_id;
+	wc->status = cx->status;
+	wc->opcode = scq->raw.read_opcode(cx);
+	wc->vendor_err = scq->raw.read_vendor_err(cx);
+	if (scq->raw.read_wc_flags)
+		wc->wc_flags = scq->raw.read_wc_flags(cx);
+	if (f & IBV_WC_EX_WITH_BYTE_LEN)
+		wc->byte_len = scq->raw.read_byte_len(cx);
+	if (f & IBV_WC_EX_WITH_QP_NUM)
+		wc->qp_num = scq->raw.read_qp_num(cx);
+	if ((f & IBV_WC_EX_WITH_IMM) &&
+	    (wc->wc_flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)))
+		wc->imm_data = scq->raw.read_imm_data(cx);
+	if (f & IBV_WC_EX_WITH_SRC_QP)
+		wc->src_qp = scq->raw.read_src_qp(cx);
+	if (f & IBV_WC_EX_WITH_SLID)
+		wc->slid = (uint16_t)scq->raw.read_slid(cx);
+	if (f & IBV_WC_EX_WITH_SL)
+		wc->sl = scq->raw.read_sl(cx);
+	if (f & IBV_WC_EX_WITH_DLID_PATH_BITS)
+		wc->dlid_path_bits = scq->raw.read_dlid_path_bits(cx);
+}
+
+/* The provider's extended polling, drained into struct ibv_wc. */
+static int ex_raw_poll(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
+{
+	struct ibv_poll_cq_attr attr = {};
+	struct ibv_cq_ex *cx = scq->cq_ex;
+	int ret, n = 0;
+
+	ret = scq->raw.start_poll(cx, &attr);
+	if (ret == ENOENT)
+		return 0;
+	if (ret)
+		return -ret;
+	do {
+		ex_read(scq, &wc[n++]);
+	} while (n < ne && !scq->raw.next_poll(cx));
+	scq->raw.end_poll(cx);
+	return n;
+}
+
+static int raw_poll(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
+{
+	if (scq->cq_ex)
+		return ex_raw_poll(scq, ne, wc);
+	return scq->ad->poll_cq(scq->cq, ne, wc);
+}
+
+/* ------------------------------------------------------------ translation */
+
+static bool is_send(const struct sverbs_qp *sqp, const struct ibv_wc *wc)
+{
+	/* an error completion's opcode is undefined: the wr_id tells */
+	if (wc->status == IBV_WC_SUCCESS && (wc->opcode & IBV_WC_RECV))
+		return false;
+	return sv_qp_owns(sqp, wc->wr_id);
+}
+
+static void pump_qp(struct sverbs_qp *sqp)
+{
+	pthread_spin_lock(&sqp->lock);
+	sv_qp_pump(sqp, SV_PUMP_POLL);
+	pthread_spin_unlock(&sqp->lock);
+}
+
+/* QPs that saw completions in this poll, pumped once at its end. */
+struct sv_touched {
+	struct sverbs_qp *qp[SV_POLL_BATCH];
+	int n;
+};
+
+static void translate(struct sverbs_cq *scq, const struct ibv_wc *raw,
+		      struct sv_emit *e, struct sv_touched *t)
+{
+	struct sverbs_qp *sqp = tab_find(scq, raw->qp_num);
+
+	if (!sqp) {
+		if (!scq->ngraves || !grave_absorbs(scq, raw))
+			sv_emit(e, raw);
+		return;
+	}
+	pthread_spin_lock(&sqp->lock);
+	if (!is_send(sqp, raw)) {
+		pthread_spin_unlock(&sqp->lock);
+		sv_emit(e, raw);
+		return;
+	}
+	sv_qp_complete(sqp, raw, e);
+	if (sqp->mark != scq->mark) {
+		sqp->mark = scq->mark;
+		if (t->n < SV_POLL_BATCH)
+			t->qp[t->n++] = sqp;
+		else
+			sv_qp_pump(sqp, SV_PUMP_POLL);
+	}
+	pthread_spin_unlock(&sqp->lock);
+}
+
+/* Pump every QP that waits for headroom, or (all) every QP with work. */
+static void pump_waiting(struct sverbs_cq *scq, bool all)
+{
+	struct sverbs_qp *sqp;
+	uint32_t i;
+
+	if (!all && !atomic_load(&scq->hr_waiters))
+		return;
+	for (i = 0; i <= scq->tab_mask; i++) {
+		sqp = scq->tab[i];
+		if (!sqp)
+			continue;
+		pthread_spin_lock(&sqp->lock);
+		if (sqp->hr_wait) {
+			sqp->hr_wait = false;
+			atomic_fetch_sub(&scq->hr_waiters, 1);
+			sv_qp_pump(sqp, all ? SV_PUMP_ARM : SV_PUMP_POLL);
+		} else if (all) {
+			sv_qp_pump(sqp, SV_PUMP_ARM);
+		}
+		pthread_spin_unlock(&sqp->lock);
+	}
+}
+
+static void finish_round(struct sverbs_cq *scq, struct sv_touched *t)
+{
+	int i;
+
+	for (i = 0; i < t->n; i++)
+		pump_qp(t->qp[i]);
+	t->n = 0;
+	scq->mark++;
+	pump_waiting(scq, false);
+}
+
+/*
+ * Drain the raw CQ into the ready ring (CQ lock held): the extended-CQ path,
+ * and before a QP's destroy or reset.
+ */
+void sv_cq_drain(struct sverbs_cq *scq)
+{
+	struct sv_emit e = { .scq = scq };
+	struct ibv_wc raw[SV_POLL_BATCH];
+	struct sv_touched t = { .n = 0 };
+	int got, i;
+
+	do {
+		if (scq->rcap - scq->rcount < 2 * SV_POLL_BATCH)
+			break;
+		got = raw_poll(scq, SV_POLL_BATCH, raw);
+		for (i = 0; i < got; i++)
+			translate(scq, &raw[i], &e, &t);
+	} while (got == SV_POLL_BATCH);
+	finish_round(scq, &t);
+}
+
+int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
+{
+	struct sv_emit e = { .scq = scq, .wc = wc };
+	struct sv_touched t = { .n = 0 };
+	struct ibv_wc raw;
+	int n, got, i;
+
+	if (ne <= 0)
+		return 0;
+	pthread_spin_lock(&scq->lock);
+	n = ring_pop(scq, wc, ne);
+	if (n < ne) {
+		got = raw_poll(scq, ne - n, wc + n);
+		if (got < 0 && !n) {
+			n = got;
+			goto out;
+		}
+		e.out = n;
+		for (i = n; i < n + got; i++) {
+			raw = wc[i];
+			e.limit = i + 1;
+			translate(scq, &raw, &e, &t);
+		}
+		n = e.out;
+		if (e.spill)
+			n += ring_pop(scq, wc + n, ne - n);
+	}
+	finish_round(scq, &t);
+out:
+	pthread_spin_unlock(&scq->lock);
+	return n;
+}
+
+int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only)
+{
+	pthread_spin_lock(&scq->lock);
+	pump_waiting(scq, true);
+	pthread_spin_unlock(&scq->lock);
+	return scq->ad->req_notify_cq(scq->cq, solicited_only);
+}
+
+/* ------------------------------------------------------------ extended CQ */
+
+static struct sverbs_cq *ex_scq(struct ibv_cq_ex *cq)
+{
+	return sv_objmap_lookup(cq);
+}
+
+/* Serve the next completion, draining raw ones if the ring is empty. */
+static int ex_next(struct sverbs_cq *scq)
+{
+	struct ibv_cq_ex *cx = scq->cq_ex;
+
+	if (!scq->rcount)
+		sv_cq_drain(scq);
+	if (!ring_pop(scq, &scq->cur, 1))
+		return ENOENT;
+	cx->wr_id = scq->cur.wr_id;
+	cx->status = scq->cur.status;
+	return 0;
+}
+
+/* Like the provider's: the CQ lock is held from start_poll to end_poll. */
+static int sv_start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr)
+{
+	struct sverbs_cq *scq = ex_scq(cq);
+	int ret;
+
+	(void)attr;
+	pthread_spin_lock(&scq->lock);
+	ret = ex_next(scq);
+	if (ret)
+		pthread_spin_unlock(&scq->lock);
+	return ret;
+}
+
+static int sv_next_poll(struct ibv_cq_ex *cq)
+{
+	return ex_next(ex_scq(cq));
+}
+
+static void sv_end_poll(struct ibv_cq_ex *cq)
+{
+	pthread_spin_unlock(&ex_scq(cq)->lock);
+}
+
+#define SV_EX_GETTER(name, type, field)                  \
+	static type sv_read_##name(struct ibv_cq_ex *cq) \
+	{                                                \
+		return (type)ex_scq(cq)->cur.field;      \
+	}
+
+SV_EX_GETTER(opcode, enum ibv_wc_opcode, opcode)
+SV_EX_GETTER(vendor_err, uint32_t, vendor_err)
+SV_EX_GETTER(byte_len, uint32_t, byte_len)
+SV_EX_GETTER(imm_data, __be32, imm_data)
+SV_EX_GETTER(qp_num, uint32_t, qp_num)
+SV_EX_GETTER(src_qp, uint32_t, src_qp)
+SV_EX_GETTER(wc_flags, unsigned int, wc_flags)
+SV_EX_GETTER(slid, uint32_t, slid)
+SV_EX_GETTER(sl, uint8_t, sl)
+SV_EX_GETTER(dlid_path_bits, uint8_t, dlid_path_bits)
+
+bool sverbs_cq_install_ex_ops(struct sverbs_cq *scq, struct ibv_cq_ex *cq_ex,
+			      uint64_t app_wc_flags)
+{
+	struct sv_ex_ops *raw = &scq->raw;
+
+	if (app_wc_flags & SV_UNSUPPORTED_WC_FLAGS)
+		return false;
+	if (!cq_ex->start_poll || !cq_ex->next_poll || !cq_ex->end_poll ||
+	    !cq_ex->read_opcode || !cq_ex->read_vendor_err ||
+	    !cq_ex->read_qp_num || !cq_ex->read_byte_len)
+		return false;
+	if (!sv_objmap_insert(cq_ex, scq))
+		return false;
+	scq->raw_flags =
+		app_wc_flags | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_BYTE_LEN;
+	raw->start_poll = cq_ex->start_poll;
+	raw->next_poll = cq_ex->next_poll;
+	raw->end_poll = cq_ex->end_poll;
+	raw->read_opcode = cq_ex->read_opcode;
+	raw->read_vendor_err = cq_ex->read_vendor_err;
+	raw->read_byte_len = cq_ex->read_byte_len;
+	raw->read_imm_data = cq_ex->read_imm_data;
+	raw->read_qp_num = cq_ex->read_qp_num;
+	raw->read_src_qp = cq_ex->read_src_qp;
+	raw->read_wc_flags = cq_ex->read_wc_flags;
+	raw->read_slid = cq_ex->read_slid;
+	raw->read_sl = cq_ex->read_sl;
+	raw->read_dlid_path_bits = cq_ex->read_dlid_path_bits;
+
+	cq_ex->start_poll = sv_start_poll;
+	cq_ex->next_poll = sv_next_poll;
+	cq_ex->end_poll = sv_end_poll;
+	cq_ex->read_opcode = sv_read_opcode;
+	cq_ex->read_vendor_err = sv_read_vendor_err;
+	cq_ex->read_byte_len = sv_read_byte_len;
+	cq_ex->read_imm_data = sv_read_imm_data;
+	cq_ex->read_qp_num = sv_read_qp_num;
+	cq_ex->read_src_qp = sv_read_src_qp;
+	cq_ex->read_wc_flags = sv_read_wc_flags;
+	cq_ex->read_slid = sv_read_slid;
+	cq_ex->read_sl = sv_read_sl;
+	cq_ex->read_dlid_path_bits = sv_read_dlid_path_bits;
+	scq->cq_ex = cq_ex;
+	return true;
+}

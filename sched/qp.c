@@ -1,0 +1,942 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Per-QP scheduling beneath ibv_post_send(): the software queue, the slicer
+ * and the pump that hands WQEs to the hardware, and retirement of WQEs when
+ * their completions come back.
+ *
+ * Scheduling.  Strict priority across the SVERBS_NUM_PRIO levels (0 first),
+ * FIFO within a level.  A pump round takes, while the hardware has room, the
+ * next WQE of the highest non-empty level: a whole WR, or the next slice of
+ * an RDMA WRITE / WRITE_WITH_IMM / READ longer than the slice size.  So a
+ * high-priority WR overtakes a large WR between two of its slices.  Room:
+ *   - WQEs in flight < depth (max_send_wr - 1; one slot stays free for the
+ *     nop below);
+ *   - bytes in flight < window = window_slices * slice size (a WQE may
+ *     overshoot the window; the next one waits);
+ *   - a WQE that may produce a completion the application did not ask for
+ *     (see headroom) needs a unit of its CQ's headroom.
+ * All WQEs of a round go to the adapter as one chain (one doorbell).
+ *
+ * Signaling.  A WQE is signaled when
+ *   (a) it is the last WQE of a WR the application signaled (or sq_sig_all);
+ *   (b) the unsignaled bytes since the last signaled WQE, with it, reach
+ *       half the window, or the unsignaled WQEs reach half the depth: so
+ *       whenever the window or the SQ is full, a signaled WQE is in flight
+ *       whose completion frees at least half of it;
+ *   (c) it is the last slice of a WR cut into several;
+ *   (d) it is the last WQE of a round after which work is still queued (a
+ *       QP's one spare headroom unit pays for it if it costs one);
+ *   (e) the hardware QP is in error (every WQE then reports).
+ * (b)-(d) guarantee that while anything waits in software, a completion will
+ * come (on this QP or, for headroom, on its CQ), so an application that only
+ * polls, or arms and waits, never stalls.
+ *
+ * Headroom.  A WQE "costs" one CQE when it may produce a completion stock
+ * would not: a signaled WQE that is not the final WQE of an application
+ * signaled WR, and any non-final slice (a hardware flush reports every
+ * WQE).  Costs are taken from the CQ's headroom counter and given back when
+ * the WQE retires.
+ *
+ * Fence.  A WR posted with IBV_SEND_FENCE waits until every WR posted before
+ * it on the QP (any level) has been handed to the hardware and every WQE in
+ * flight has completed; WRs posted after it (any level) wait until it has
+ * been handed over entirely.  It keeps IBV_SEND_FENCE (on its first WQE).
+ * Rule (d) signals the WQE the fence waits for.  Only when the WQEs in
+ * flight were all posted unsignaled before the fence arrived (no completion
+ * will ever tell) does the fenced WR go right away: the hardware fence then
+ * orders it, as stock.
+ *
+ * Completions.  Each WQE's wr_id is its sequence number on the QP; RC
+ * completes in order, so a completion for WQE s retires every WQE before s.
+ * A WR is retired when its last WQE is; the application sees one completion
+ * for it if it asked (wr_id, opcode, byte_len = the WR's length, status),
+ * never one per slice.
+ *
+ * Errors.  The first completion with an error (any status, FLUSH_ERR
+ * included) for WQE s: WQEs before s succeeded; the WR of s gets one
+ * completion with that status (signaled or not); every other WR of the QP,
+ * in flight or queued, signaled or not, gets IBV_WC_WR_FLUSH_ERR at once (in
+ * posting order); the hardware's flush completions of WQEs still in flight
+ * are absorbed.  From then on WRs are handed to the hardware whole and
+ * signaled, and each completes with IBV_WC_WR_FLUSH_ERR.  If the WQEs still
+ * in flight end unsignaled, a signaled zero-length nop follows them so
+ * their space is reclaimed even if the hardware reports only signaled
+ * flushes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched_int.h"
+
+#define SV_UNSUPPORTED_SEND_OPS                      \
+	(IBV_QP_EX_WITH_TSO | IBV_QP_EX_WITH_FLUSH | \
+	 IBV_QP_EX_WITH_ATOMIC_WRITE)
+
+/* ------------------------------------------------------------ slots, FIFOs */
+
+uint32_t sv_slot_alloc(struct sverbs_qp *sqp)
+{
+	uint32_t s = sqp->free_head;
+
+	if (s == SV_NONE)
+		return SV_NONE;
+	sqp->free_head = sqp->slots[s].next;
+	sqp->nfree--;
+	sqp->slots[s].next = SV_NONE;
+	sqp->slots[s].fence_next = SV_NONE;
+	sqp->slots[s].state = SV_WR_BUILD;
+	return s;
+}
+
+void sv_slot_free(struct sverbs_qp *sqp, uint32_t s)
+{
+	sqp->slots[s].state = SV_WR_FREE;
+	sqp->slots[s].next = sqp->free_head;
+	sqp->free_head = s;
+	sqp->nfree++;
+}
+
+static uint32_t *fifo_link(struct sverbs_qp *sqp, uint32_t s, bool fence)
+{
+	return fence ? &sqp->slots[s].fence_next : &sqp->slots[s].next;
+}
+
+static void fifo_push(struct sverbs_qp *sqp, struct sv_fifo *f, uint32_t s,
+		      bool fence)
+{
+	*fifo_link(sqp, s, fence) = SV_NONE;
+	if (f->tail == SV_NONE)
+		f->head = s;
+	else
+		*fifo_link(sqp, f->tail, fence) = s;
+	f->tail = s;
+}
+
+static void fifo_push_front(struct sverbs_qp *sqp, struct sv_fifo *f,
+			    uint32_t s, bool fence)
+{
+	*fifo_link(sqp, s, fence) = f->head;
+	f->head = s;
+	if (f->tail == SV_NONE)
+		f->tail = s;
+}
+
+static uint32_t fifo_pop(struct sverbs_qp *sqp, struct sv_fifo *f, bool fence)
+{
+	uint32_t s = f->head;
+
+	if (s == SV_NONE)
+		return SV_NONE;
+	f->head = *fifo_link(sqp, s, fence);
+	if (f->head == SV_NONE)
+		f->tail = SV_NONE;
+	return s;
+}
+
+/* ------------------------------------------------------------ accepting WRs */
+
+static bool opcode_ok(const struct sverbs_qp *sqp, enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_LOCAL_INV:
+	case IBV_WR_BIND_MW:
+		return true;
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return sqp->qp_type == IBV_QPT_RC;
+	default:
+		return false;
+	}
+}
+
+static uint64_t sge_total(const struct ibv_sge *sge, int n)
+{
+	uint64_t len = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		len += sge[i].length;
+	return len;
+}
+
+/* Stock's synchronous checks: the same errors, at post time. */
+static int wr_check(const struct sverbs_qp *sqp, const struct ibv_send_wr *wr)
+{
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > sqp->max_sge_app)
+		return EINVAL;
+	if (!opcode_ok(sqp, wr->opcode))
+		return EINVAL;
+	if ((wr->send_flags & IBV_SEND_INLINE) &&
+	    sge_total(wr->sg_list, wr->num_sge) > sqp->max_inline)
+		return EINVAL;
+	return 0;
+}
+
+/* Copy an application WR into slot s (its SGEs, or its inline data). */
+static void wr_load(struct sverbs_qp *sqp, uint32_t s,
+		    const struct ibv_send_wr *wr)
+{
+	struct sv_wr *w = &sqp->slots[s];
+	uint64_t off = 0;
+	int i;
+
+	w->wr = *wr;
+	w->wr.next = NULL;
+	w->wr.sg_list = w->sge;
+	if (!(wr->send_flags & IBV_SEND_INLINE)) {
+		if (wr->num_sge)
+			memcpy(w->sge, wr->sg_list,
+			       sizeof(*w->sge) * wr->num_sge);
+		w->len = sge_total(w->sge, wr->num_sge);
+		return;
+	}
+	for (i = 0; i < wr->num_sge; i++) {
+		if (!wr->sg_list[i].length)
+			continue;
+		memcpy(w->inl + off, (void *)(uintptr_t)wr->sg_list[i].addr,
+		       wr->sg_list[i].length);
+		off += wr->sg_list[i].length;
+	}
+	w->len = off;
+	w->sge[0].addr = (uintptr_t)w->inl;
+	w->sge[0].length = (uint32_t)off;
+	w->sge[0].lkey = 0;
+	w->wr.num_sge = off ? 1 : 0;
+}
+
+static uint8_t wr_prio(const struct sverbs_qp *sqp, unsigned int flags,
+		       uint64_t len)
+{
+	int p = sverbs_prio_of(flags);
+
+	if (p >= 0)
+		return (uint8_t)p;
+	if (sqp->cfg.small_msg_bytes && len <= sqp->cfg.small_msg_bytes)
+		return SVERBS_PRIO_HIGHEST;
+	if (sqp->cfg.default_prio >= SVERBS_NUM_PRIO)
+		return SVERBS_PRIO_LOWEST;
+	return (uint8_t)sqp->cfg.default_prio;
+}
+
+/*
+ * Queue a loaded slot: its level, the priority bits stripped (and nothing
+ * else), its place in posting order.  The length of a non-inline WR is
+ * taken from its SGEs here.
+ */
+void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s)
+{
+	struct sv_wr *w = &sqp->slots[s];
+	unsigned int flags = w->wr.send_flags;
+
+	if (!(flags & IBV_SEND_INLINE))
+		w->len = sge_total(w->sge, w->wr.num_sge);
+	w->prio = wr_prio(sqp, flags, w->len);
+	w->wr.send_flags = flags & ~SVERBS_PRIO_MASK;
+	w->app_signaled = sqp->sig_all || (flags & IBV_SEND_SIGNALED);
+	w->fenced = flags & IBV_SEND_FENCE;
+	w->post_seq = sqp->post_seq++;
+	memset(&w->cur, 0, sizeof(w->cur));
+	w->state = SV_WR_QUEUED;
+	fifo_push(sqp, &sqp->level[w->prio], s, false);
+	if (w->fenced)
+		fifo_push(sqp, &sqp->fence, s, true);
+	sqp->queued++;
+}
+
+int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+		     struct ibv_send_wr **bad_wr)
+{
+	uint32_t s;
+	int err = 0;
+
+	pthread_spin_lock(&sqp->lock);
+	for (; wr; wr = wr->next) {
+		err = wr_check(sqp, wr);
+		if (err)
+			break;
+		s = sv_slot_alloc(sqp);
+		if (s == SV_NONE) {
+			err = ENOMEM;
+			break;
+		}
+		wr_load(sqp, s, wr);
+		sv_wr_commit(sqp, s);
+	}
+	if (err)
+		*bad_wr = wr;
+	sv_qp_pump(sqp, SV_PUMP_POST);
+	pthread_spin_unlock(&sqp->lock);
+	return err;
+}
+
+/* ------------------------------------------------------------ the pump */
+
+static uint64_t window_bytes(const struct sverbs_qp *sqp)
+{
+	uint32_t k = sqp->cfg.window_slices ? sqp->cfg.window_slices : 1;
+
+	return (uint64_t)k * sv_slice_bytes(&sqp->slicer);
+}
+
+static uint32_t sig_every(const struct sverbs_qp *sqp)
+{
+	return sqp->depth / 2 ? sqp->depth / 2 : 1;
+}
+
+static bool sliceable(const struct sv_wr *w)
+{
+	if (w->wr.send_flags & IBV_SEND_INLINE)
+		return false;
+	return w->wr.opcode == IBV_WR_RDMA_WRITE ||
+	       w->wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+	       w->wr.opcode == IBV_WR_RDMA_READ;
+}
+
+static struct sv_wqe *wqe_at(struct sverbs_qp *sqp, uint64_t seq)
+{
+	return &sqp->ring[seq & sqp->ring_mask];
+}
+
+static void wqe_account(struct sverbs_qp *sqp, const struct sv_wqe *q)
+{
+	sqp->inflight_wqes++;
+	sqp->inflight_bytes += q->bytes;
+	if (q->signaled) {
+		sqp->inflight_sig++;
+		sqp->unsig_wqes = 0;
+		sqp->unsig_bytes = 0;
+	} else {
+		sqp->unsig_wqes++;
+		sqp->unsig_bytes += q->bytes;
+	}
+}
+
+static void wqe_release(struct sverbs_qp *sqp, struct sv_wqe *q)
+{
+	sqp->inflight_wqes--;
+	sqp->inflight_bytes -= q->bytes;
+	if (q->signaled)
+		sqp->inflight_sig--;
+	if (q->cost)
+		sv_hr_give(sqp->scq, 1);
+	if (q->spare)
+		sqp->spare_busy = false;
+	q->cost = false;
+	q->spare = false;
+}
+
+/*
+ * The next WR to take a WQE from: the head of the highest level that was
+ * posted before the oldest queued fenced WR; else that fenced WR once
+ * everything before it has completed (see the fence rule above).
+ */
+static uint32_t pick(struct sverbs_qp *sqp, uint32_t n)
+{
+	uint64_t barrier = UINT64_MAX;
+	uint32_t f = sqp->fence.head, s;
+	int l;
+
+	if (f != SV_NONE)
+		barrier = sqp->slots[f].post_seq;
+	for (l = 0; l < SVERBS_NUM_PRIO; l++) {
+		s = sqp->level[l].head;
+		if (s != SV_NONE && sqp->slots[s].post_seq < barrier)
+			return s;
+	}
+	if (f == SV_NONE)
+		return SV_NONE;
+	if (sqp->slots[f].cur.off || sqp->hw_err || !sqp->inflight_wqes)
+		return f;
+	/* nothing in flight will ever report: rely on the hardware fence */
+	if (!n && !sqp->inflight_sig)
+		return f;
+	return SV_NONE;
+}
+
+/* Fill chain[n] with the next WQE of w: bytes from its cursor. */
+static void fill_wqe(struct sverbs_qp *sqp, uint32_t n, struct sv_wr *w,
+		     uint64_t bytes, bool sig)
+{
+	struct ibv_send_wr *c = &sqp->chain[n];
+	struct ibv_sge *sg = &sqp->chain_sge[(size_t)n * sqp->max_sge];
+	struct sv_cursor *cur = &w->cur;
+	bool first = !cur->off, final = cur->off + bytes == w->len;
+	uint64_t left = bytes;
+	int k = 0;
+
+	*c = w->wr;
+	c->wr_id = sqp->seq_next;
+	c->next = NULL;
+	if (n)
+		sqp->chain[n - 1].next = c;
+	c->send_flags &= ~IBV_SEND_SIGNALED;
+	if (sig)
+		c->send_flags |= IBV_SEND_SIGNALED;
+	if (first && final) {
+		cur->off = w->len;
+		return;
+	}
+	if (!first)
+		c->send_flags &= ~IBV_SEND_FENCE;
+	if (!final) {
+		c->send_flags &= ~IBV_SEND_SOLICITED;
+		if (c->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+			c->opcode = IBV_WR_RDMA_WRITE;
+	}
+	c->wr.rdma.remote_addr += cur->off;
+	while (left) {
+		const struct ibv_sge *src = &w->sge[cur->sge];
+		uint32_t take = src->length - cur->sge_off;
+
+		if (take > left)
+			take = (uint32_t)left;
+		if (take) {
+			sg[k].addr = src->addr + cur->sge_off;
+			sg[k].length = take;
+			sg[k].lkey = src->lkey;
+			k++;
+		}
+		left -= take;
+		cur->sge_off += take;
+		if (cur->sge_off == src->length) {
+			cur->sge++;
+			cur->sge_off = 0;
+		}
+	}
+	cur->off += bytes;
+	c->sg_list = sg;
+	c->num_sge = k;
+}
+
+/* Build the next WQE of slot s as chain[n], if the hardware has room. */
+static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
+{
+	struct sv_wr *w = &sqp->slots[s];
+	uint64_t window = window_bytes(sqp), rem = w->len - w->cur.off;
+	uint64_t bytes = rem, slice = sv_slice_bytes(&sqp->slicer);
+	bool first = !w->cur.off, final, app_final, sig, cost;
+	struct sv_wqe *q;
+
+	if (sqp->inflight_wqes >= sqp->depth)
+		return false;
+	if (!sqp->hw_err) {
+		if (sqp->inflight_bytes >= window)
+			return false;
+		if (sliceable(w) && rem > slice)
+			bytes = slice;
+	}
+	final = bytes == rem;
+	app_final = final && w->app_signaled;
+	sig = sqp->sig_all || app_final || sqp->hw_err || (final && !first) ||
+	      sqp->unsig_bytes + bytes >= window / 2 ||
+	      sqp->unsig_wqes + 1 >= sig_every(sqp);
+	cost = !final || (sig && !app_final);
+	if (cost && !sv_hr_take(sqp->scq)) {
+		sv_hr_wait(sqp->scq, sqp);
+		return false;
+	}
+
+	q = wqe_at(sqp, sqp->seq_next);
+	memset(q, 0, sizeof(*q));
+	q->slot = s;
+	q->bytes = (uint32_t)bytes;
+	q->start = w->cur;
+	q->final = final;
+	q->signaled = sig;
+	q->cost = cost;
+	fill_wqe(sqp, n, w, bytes, sig);
+	if (final) {
+		fifo_pop(sqp, &sqp->level[w->prio], false);
+		sqp->queued--;
+		w->state = SV_WR_POSTED;
+		q->dequeued = true;
+		if (w->fenced && sqp->fence.head == s) {
+			fifo_pop(sqp, &sqp->fence, true);
+			q->fence_pop = true;
+		}
+	}
+	wqe_account(sqp, q);
+	sqp->seq_next++;
+	return true;
+}
+
+/* Rule (d): the round leaves work queued; its last WQE must report. */
+static void signal_last(struct sverbs_qp *sqp, uint32_t n)
+{
+	struct sv_wqe *q = wqe_at(sqp, sqp->seq_next - 1);
+
+	if (q->signaled)
+		return;
+	if (!q->cost) {
+		if (sqp->spare_busy)
+			return; /* the spare's signaled WQE is in flight */
+		sqp->spare_busy = true;
+		q->spare = true;
+	}
+	q->signaled = true;
+	sqp->chain[n - 1].send_flags |= IBV_SEND_SIGNALED;
+	sqp->inflight_sig++;
+	sqp->unsig_wqes = 0;
+	sqp->unsig_bytes = 0;
+}
+
+/* Undo chain[k..n): the adapter did not take them. */
+static void rollback(struct sverbs_qp *sqp, uint32_t k, uint32_t n,
+		     uint32_t unsig_wqes, uint64_t unsig_bytes)
+{
+	uint64_t seq0 = sqp->seq_next - n;
+	struct sv_wqe *q;
+	struct sv_wr *w;
+	uint32_t i;
+
+	for (i = n; i-- > k;) {
+		q = wqe_at(sqp, seq0 + i);
+		w = &sqp->slots[q->slot];
+		wqe_release(sqp, q);
+		w->cur = q->start;
+		if (q->dequeued) {
+			w->state = SV_WR_QUEUED;
+			fifo_push_front(sqp, &sqp->level[w->prio], q->slot,
+					false);
+			sqp->queued++;
+		}
+		if (q->fence_pop)
+			fifo_push_front(sqp, &sqp->fence, q->slot, true);
+	}
+	sqp->seq_next = seq0 + k;
+	sqp->unsig_wqes = unsig_wqes;
+	sqp->unsig_bytes = unsig_bytes;
+	for (i = 0; i < k; i++) {
+		q = wqe_at(sqp, seq0 + i);
+		if (q->signaled) {
+			sqp->unsig_wqes = 0;
+			sqp->unsig_bytes = 0;
+		} else {
+			sqp->unsig_wqes++;
+			sqp->unsig_bytes += q->bytes;
+		}
+	}
+}
+
+/*
+ * Batching seam: whether to hand this round's chain to the hardware now.
+ * batch/ will decide here (zero-delay coalescing, budgeted holding); for now
+ * every round rings at once.  Holding leaves the work queued in software:
+ * whoever holds must guarantee a later pump.
+ */
+static bool sv_ring_now(const struct sverbs_qp *sqp, enum sv_pump_why why)
+{
+	(void)sqp;
+	(void)why;
+	return true;
+}
+
+/* One chain, one doorbell. */
+static void ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
+			  uint32_t unsig_wqes, uint64_t unsig_bytes)
+{
+	struct ibv_send_wr *bad = NULL;
+	uint32_t k;
+	int ret;
+
+	ret = sqp->ad->post_send(sqp->qp, sqp->chain, &bad);
+	if (!ret)
+		return;
+	if (!sqp->warned) {
+		sqp->warned = true;
+		sv_log(sqp->ad, sqp->qp->context, SVERBS_LOG_WARN,
+		       "sverbs: QP %u: provider post_send failed (%d); WRs "
+		       "stay queued",
+		       sqp->qp_num, ret);
+	}
+	/* no bad_wr: the provider took the WQEs (rxe: doorbell failed) */
+	if (!bad || bad < sqp->chain || bad >= sqp->chain + n)
+		return;
+	k = (uint32_t)(bad - sqp->chain);
+	rollback(sqp, k, n, unsig_wqes, unsig_bytes);
+}
+
+void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why)
+{
+	uint32_t unsig_wqes = sqp->unsig_wqes, n = 0, s;
+	uint64_t unsig_bytes = sqp->unsig_bytes;
+	uint64_t bytes0 = sqp->inflight_bytes;
+	bool idle = !sqp->inflight_wqes;
+
+	if (!sqp->queued || !sv_ring_now(sqp, why))
+		return;
+	while (sqp->queued) {
+		s = pick(sqp, n);
+		if (s == SV_NONE || !build_wqe(sqp, s, n))
+			break;
+		n++;
+	}
+	if (!n)
+		return;
+	if (sqp->queued)
+		signal_last(sqp, n);
+	ring_doorbell(sqp, n, unsig_wqes, unsig_bytes);
+	if (idle)
+		sv_slicer_busy(&sqp->slicer, sqp->inflight_bytes - bytes0);
+}
+
+/* ------------------------------------------------------------ completions */
+
+bool sv_qp_owns(const struct sverbs_qp *sqp, uint64_t wr_id)
+{
+	return wr_id >= SV_SEQ_BASE && wr_id < sqp->seq_next;
+}
+
+static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+/* The application's completion of slot s; frees the slot. */
+static void complete_wr(struct sverbs_qp *sqp, uint32_t s,
+			enum ibv_wc_status status, const struct ibv_wc *raw,
+			struct sv_emit *e)
+{
+	struct sv_wr *w = &sqp->slots[s];
+	struct ibv_wc wc;
+
+	if (w->state == SV_WR_QUEUED) {
+		/* queued, or partly handed over: the head of its level */
+		fifo_pop(sqp, &sqp->level[w->prio], false);
+		sqp->queued--;
+		if (sqp->fence.head == s)
+			fifo_pop(sqp, &sqp->fence, true);
+	}
+	if (raw)
+		wc = *raw;
+	else
+		memset(&wc, 0, sizeof(wc));
+	wc.wr_id = w->wr.wr_id;
+	wc.status = status;
+	wc.opcode = wc_opcode(w->wr.opcode);
+	wc.byte_len = (uint32_t)w->len;
+	wc.qp_num = sqp->qp_num;
+	sv_emit(e, &wc);
+	sv_slot_free(sqp, s);
+}
+
+/* Flush the WRs of the WQEs in flight, in order; release them if asked. */
+static void flush_inflight(struct sverbs_qp *sqp, struct sv_emit *e,
+			   bool release)
+{
+	struct sv_wqe *q;
+	uint64_t seq;
+	uint32_t s;
+
+	for (seq = sqp->seq_head; seq < sqp->seq_next; seq++) {
+		q = wqe_at(sqp, seq);
+		if (release)
+			wqe_release(sqp, q);
+		s = q->slot;
+		q->slot = SV_NONE;
+		if (s == SV_NONE || sqp->slots[s].state == SV_WR_FREE)
+			continue;
+		complete_wr(sqp, s, IBV_WC_WR_FLUSH_ERR, NULL, e);
+	}
+	if (release)
+		sqp->seq_head = sqp->seq_next;
+}
+
+/* Flush every WR still queued in software, in posting order. */
+static void flush_queued(struct sverbs_qp *sqp, struct sv_emit *e)
+{
+	uint32_t s, best;
+	int l;
+
+	while (sqp->queued) {
+		best = SV_NONE;
+		for (l = 0; l < SVERBS_NUM_PRIO; l++) {
+			s = sqp->level[l].head;
+			if (s != SV_NONE && (best == SV_NONE ||
+					     sqp->slots[s].post_seq <
+						     sqp->slots[best].post_seq))
+				best = s;
+		}
+		complete_wr(sqp, best, IBV_WC_WR_FLUSH_ERR, NULL, e);
+	}
+	sqp->fence.head = SV_NONE;
+	sqp->fence.tail = SV_NONE;
+}
+
+/*
+ * The hardware QP is in error and the WQEs in flight end unsignaled: post a
+ * signaled zero-length nop (flushed, never executed) so that a completion
+ * retires them.
+ */
+static void post_nop(struct sverbs_qp *sqp)
+{
+	struct ibv_send_wr nop = {}, *bad = NULL;
+	struct sv_wqe *q;
+	bool spare = false;
+
+	if (!sqp->inflight_wqes || sqp->inflight_wqes >= sqp->cap ||
+	    wqe_at(sqp, sqp->seq_next - 1)->signaled)
+		return;
+	if (!sqp->spare_busy)
+		spare = sqp->spare_busy = true;
+	else if (!sv_hr_take(sqp->scq))
+		return;
+	nop.wr_id = sqp->seq_next;
+	nop.opcode = IBV_WR_RDMA_WRITE;
+	nop.send_flags = IBV_SEND_SIGNALED;
+	if (sqp->ad->post_send(sqp->qp, &nop, &bad)) {
+		if (spare)
+			sqp->spare_busy = false;
+		else
+			sv_hr_give(sqp->scq, 1);
+		return;
+	}
+	q = wqe_at(sqp, sqp->seq_next++);
+	memset(q, 0, sizeof(*q));
+	q->slot = SV_NONE;
+	q->final = true;
+	q->signaled = true;
+	q->spare = spare;
+	q->cost = !spare;
+	wqe_account(sqp, q);
+}
+
+static void enter_dead(struct sverbs_qp *sqp, struct sv_emit *e)
+{
+	sqp->dead = true;
+	sqp->hw_err = true;
+	flush_inflight(sqp, e, false);
+	flush_queued(sqp, e);
+	sv_slicer_idle(&sqp->slicer);
+	post_nop(sqp);
+}
+
+/*
+ * A completion of one of this QP's WQEs (CQ and QP locks held): retire every
+ * WQE up to it, deliver what the application asked for.
+ */
+void sv_qp_complete(struct sverbs_qp *sqp, const struct ibv_wc *raw,
+		    struct sv_emit *e)
+{
+	uint64_t s = raw->wr_id, seq, bytes = 0;
+	bool err = raw->status != IBV_WC_SUCCESS;
+	struct sv_wqe *q;
+	uint32_t slot;
+
+	while (sqp->seq_head <= s) {
+		seq = sqp->seq_head++;
+		q = wqe_at(sqp, seq);
+		bytes += q->bytes;
+		wqe_release(sqp, q);
+		slot = q->slot;
+		if (seq == s && err && !sqp->dead) {
+			if (slot != SV_NONE)
+				complete_wr(sqp, slot, raw->status, raw, e);
+			enter_dead(sqp, e);
+			return;
+		}
+		if (slot == SV_NONE || !q->final)
+			continue;
+		if (sqp->dead)
+			complete_wr(sqp, slot, IBV_WC_WR_FLUSH_ERR, NULL, e);
+		else if (sqp->slots[slot].app_signaled)
+			complete_wr(sqp, slot, IBV_WC_SUCCESS,
+				    seq == s ? raw : NULL, e);
+		else
+			sv_slot_free(sqp, slot);
+	}
+	if (!sqp->dead)
+		sv_slicer_retired(&sqp->slicer, bytes, sqp->inflight_bytes);
+}
+
+/* RESET / destroy: every WR not yet completed flushes; nothing in flight. */
+void sv_qp_flush_all(struct sverbs_qp *sqp, struct sv_emit *e)
+{
+	flush_inflight(sqp, e, true);
+	flush_queued(sqp, e);
+	sqp->unsig_wqes = 0;
+	sqp->unsig_bytes = 0;
+	sv_slicer_idle(&sqp->slicer);
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+static void qp_free(struct sverbs_qp *sqp)
+{
+	free(sqp->chain_sge);
+	free(sqp->chain);
+	free(sqp->ring);
+	if (sqp->slots) {
+		free(sqp->slots[0].sge);
+		free(sqp->slots[0].inl);
+	}
+	free(sqp->slots);
+	pthread_spin_destroy(&sqp->lock);
+	free(sqp);
+}
+
+static int qp_alloc(struct sverbs_qp *sqp)
+{
+	uint32_t i, ring = 1;
+	struct ibv_sge *sge;
+	uint8_t *inl = NULL;
+
+	while (ring < sqp->cap + 2)
+		ring <<= 1;
+	sqp->ring_mask = ring - 1;
+	sqp->ring = calloc(ring, sizeof(*sqp->ring));
+	sqp->slots = calloc(sqp->cap, sizeof(*sqp->slots));
+	sqp->chain = calloc(sqp->cap, sizeof(*sqp->chain));
+	sqp->chain_sge = calloc((size_t)sqp->cap * sqp->max_sge,
+				sizeof(*sqp->chain_sge));
+	sge = calloc((size_t)sqp->cap * sqp->max_sge, sizeof(*sge));
+	if (sqp->max_inline)
+		inl = malloc((size_t)sqp->cap * sqp->max_inline);
+	if (!sqp->ring || !sqp->slots || !sqp->chain || !sqp->chain_sge ||
+	    !sge || (sqp->max_inline && !inl)) {
+		free(sge);
+		free(inl);
+		return ENOMEM;
+	}
+	sqp->free_head = SV_NONE;
+	for (i = sqp->cap; i-- > 0;) {
+		sqp->slots[i].sge = sge + (size_t)i * sqp->max_sge;
+		sqp->slots[i].inl =
+			inl ? inl + (size_t)i * sqp->max_inline : NULL;
+		sv_slot_free(sqp, i);
+	}
+	return 0;
+}
+
+struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
+				   struct ibv_qp *qp, struct sverbs_cq *send_cq,
+				   const struct ibv_qp_init_attr_ex *attr,
+				   const struct sverbs_config *cfg)
+{
+	struct sverbs_qp *sqp;
+	int l;
+
+	if (!ad || !qp || !send_cq || !attr || !cfg ||
+	    !sverbs_config_enabled(cfg) || !attr->cap.max_send_wr)
+		return NULL;
+	if (qp->qp_type != IBV_QPT_RC && qp->qp_type != IBV_QPT_UC)
+		return NULL;
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	    (attr->send_ops_flags & SV_UNSUPPORTED_SEND_OPS))
+		return NULL;
+
+	sqp = calloc(1, sizeof(*sqp));
+	if (!sqp)
+		return NULL;
+	pthread_spin_init(&sqp->lock, PTHREAD_PROCESS_PRIVATE);
+	sqp->ad = ad;
+	sqp->qp = qp;
+	sqp->scq = send_cq;
+	sqp->cfg = *cfg;
+	sqp->qp_num = qp->qp_num;
+	sqp->qp_type = qp->qp_type;
+	sqp->sig_all = attr->sq_sig_all;
+	sqp->cap = attr->cap.max_send_wr;
+	sqp->depth = sqp->cap > 1 ? sqp->cap - 1 : 1;
+	sqp->max_sge_app = attr->cap.max_send_sge;
+	sqp->max_sge = sqp->max_sge_app ? sqp->max_sge_app : 1;
+	sqp->max_inline = attr->cap.max_inline_data;
+	sqp->seq_head = sqp->seq_next = SV_SEQ_BASE;
+	for (l = 0; l < SVERBS_NUM_PRIO; l++)
+		sqp->level[l].head = sqp->level[l].tail = SV_NONE;
+	sqp->fence.head = sqp->fence.tail = SV_NONE;
+	sqp->build.head = sqp->build.tail = SV_NONE;
+	sqp->build_cur = SV_NONE;
+	sv_slicer_init(&sqp->slicer, cfg);
+	if (qp_alloc(sqp) || !sv_cq_register(send_cq, sqp)) {
+		qp_free(sqp);
+		return NULL;
+	}
+	return sqp;
+}
+
+void sverbs_qp_modify_pre(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
+			  int attr_mask)
+{
+	/* keep real completions the reset would discard (mlx5 cleans the CQ) */
+	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+		pthread_spin_lock(&sqp->scq->lock);
+		sv_cq_drain(sqp->scq);
+		pthread_spin_unlock(&sqp->scq->lock);
+	}
+}
+
+void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
+			   int attr_mask, int ret)
+{
+	struct sv_emit e = { .scq = sqp->scq };
+
+	if (ret || !(attr_mask & IBV_QP_STATE))
+		return;
+	if (attr->qp_state == IBV_QPS_RESET) {
+		pthread_spin_lock(&sqp->scq->lock);
+		pthread_spin_lock(&sqp->lock);
+		sv_qp_flush_all(sqp, &e);
+		sqp->dead = false;
+		sqp->hw_err = false;
+		pthread_spin_unlock(&sqp->lock);
+		pthread_spin_unlock(&sqp->scq->lock);
+		return;
+	}
+	pthread_spin_lock(&sqp->lock);
+	if (attr->qp_state == IBV_QPS_ERR && !sqp->hw_err) {
+		/* the hardware flushes what is in flight; queued WRs follow */
+		sqp->hw_err = true;
+		post_nop(sqp);
+	}
+	sv_qp_pump(sqp, SV_PUMP_FLUSH);
+	pthread_spin_unlock(&sqp->lock);
+}
+
+void sverbs_qp_destroy_pre(struct sverbs_qp *sqp)
+{
+	pthread_spin_lock(&sqp->scq->lock);
+	sv_cq_drain(sqp->scq);
+	pthread_spin_unlock(&sqp->scq->lock);
+}
+
+void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
+{
+	struct sverbs_cq *scq = sqp->scq;
+	struct sv_emit e = { .scq = scq };
+
+	if (ret)
+		return;
+	pthread_spin_lock(&scq->lock);
+	pthread_spin_lock(&sqp->lock);
+	sv_qp_flush_all(sqp, &e);
+	sv_cq_unregister(scq, sqp);
+	pthread_spin_unlock(&sqp->lock);
+	pthread_spin_unlock(&scq->lock);
+	if (sqp->qpx)
+		sv_objmap_remove(sqp->qpx);
+	qp_free(sqp);
+}

@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The ibv_wr_* API of a managed QP, provider-neutral.  Like the providers,
+ * wr_start takes the QP lock and wr_complete / wr_abort release it.  Each
+ * wr_<opcode> takes a slot (the application's capacity) and builds a WR in
+ * it, with wr_id and flags from qpx->wr_id and qpx->wr_flags (priority bits
+ * included); wr_set_* fill the latest one.  wr_complete queues them all
+ * through the same path as ibv_post_send() and pumps; on any error in the
+ * batch (no slot: ENOMEM; too many SGEs, inline data too long, an opcode
+ * the QP type cannot carry: EINVAL) it posts nothing and returns the error,
+ * as the providers do.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "sched_int.h"
+
+#define SV_UNCARRIED_OPS                             \
+	(IBV_QP_EX_WITH_TSO | IBV_QP_EX_WITH_FLUSH | \
+	 IBV_QP_EX_WITH_ATOMIC_WRITE)
+
+static struct sverbs_qp *to_sqp(struct ibv_qp_ex *qpx)
+{
+	return sv_objmap_lookup(qpx);
+}
+
+static void build_drop(struct sverbs_qp *sqp)
+{
+	uint32_t s = sqp->build.head, next;
+
+	while (s != SV_NONE) {
+		next = sqp->slots[s].next;
+		sv_slot_free(sqp, s);
+		s = next;
+	}
+	sqp->build.head = sqp->build.tail = SV_NONE;
+	sqp->build_cur = SV_NONE;
+}
+
+static void sv_wr_start(struct ibv_qp_ex *qpx)
+{
+	struct sverbs_qp *sqp = to_sqp(qpx);
+
+	pthread_spin_lock(&sqp->lock);
+	sqp->build.head = sqp->build.tail = SV_NONE;
+	sqp->build_cur = SV_NONE;
+	sqp->build_err = 0;
+}
+
+static int sv_wr_complete(struct ibv_qp_ex *qpx)
+{
+	struct sverbs_qp *sqp = to_sqp(qpx);
+	int err = sqp->build_err;
+	uint32_t s, next;
+
+	if (err) {
+		build_drop(sqp);
+	} else {
+		for (s = sqp->build.head; s != SV_NONE; s = next) {
+			next = sqp->slots[s].next;
+			sv_wr_commit(sqp, s);
+		}
+		sqp->build.head = sqp->build.tail = SV_NONE;
+		sqp->build_cur = SV_NONE;
+		sv_qp_pump(sqp, SV_PUMP_POST);
+	}
+	pthread_spin_unlock(&sqp->lock);
+	return err;
+}
+
+static void sv_wr_abort(struct ibv_qp_ex *qpx)
+{
+	struct sverbs_qp *sqp = to_sqp(qpx);
+
+	build_drop(sqp);
+	pthread_spin_unlock(&sqp->lock);
+}
+
+/* A new WR of this batch, or NULL once the batch has failed. */
+static struct sv_wr *wr_new(struct ibv_qp_ex *qpx, enum ibv_wr_opcode op)
+{
+	struct sverbs_qp *sqp = to_sqp(qpx);
+	struct sv_wr *w;
+	uint32_t s;
+
+	if (sqp->build_err)
+		return NULL;
+	if (sqp->qp_type != IBV_QPT_RC &&
+	    (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	     op == IBV_WR_ATOMIC_FETCH_AND_ADD)) {
+		sqp->build_err = EINVAL;
+		return NULL;
+	}
+	s = sv_slot_alloc(sqp);
+	if (s == SV_NONE) {
+		sqp->build_err = ENOMEM;
+		return NULL;
+	}
+	w = &sqp->slots[s];
+	memset(&w->wr, 0, sizeof(w->wr));
+	w->wr.wr_id = qpx->wr_id;
+	w->wr.send_flags = qpx->wr_flags & ~IBV_SEND_INLINE;
+	w->wr.opcode = op;
+	w->wr.sg_list = w->sge;
+	w->len = 0;
+	if (sqp->build.tail == SV_NONE)
+		sqp->build.head = s;
+	else
+		sqp->slots[sqp->build.tail].next = s;
+	sqp->build.tail = s;
+	sqp->build_cur = s;
+	return w;
+}
+
+/* The WR the wr_set_* calls apply to. */
+static struct sv_wr *wr_cur(struct sverbs_qp *sqp)
+{
+	if (sqp->build_err || sqp->build_cur == SV_NONE)
+		return NULL;
+	return &sqp->slots[sqp->build_cur];
+}
+
+static void sv_wr_rdma_write(struct ibv_qp_ex *qpx, uint32_t rkey,
+			     uint64_t remote_addr)
+{
+	struct sv_wr *w = wr_new(qpx, IBV_WR_RDMA_WRITE);
+
+	if (w) {
+		w->wr.wr.rdma.remote_addr = remote_addr;
+		w->wr.wr.rdma.rkey = rkey;
+	}
+}
+
+static void sv_wr_rdma_write_imm(struct ibv_qp_ex *qpx, uint32_t rkey,
+				 uint64_t remote_addr, __be32 imm_data)
+{
+	struct sv_wr *w = wr_new(qpx, IBV_WR_RDMA_WRITE_WITH_IMM);
+
+	if (w) {
+		w->wr.wr.rdma.remote_addr = remote_addr;
+		w->wr.wr.rdma.rkey = rkey;
+		w->wr.imm_data = imm_data;
+	}
+}
+
+static void sv_wr_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey,
+			    uint64_t remote_addr)
+{
+	struct sv_wr *w = wr_new(qpx, IBV_WR_RDMA_READ);
+
+	if (w) {
+		w->wr.wr.rdma.remote_addr = remote_addr;
+		w->wr.wr.rdma.rkey = rkey;
+	}
+}
+
+static void sv_wr_send(struct ibv_qp_ex *qpx)
+{
+	wr_new(qpx, IBV_WR_SEND);
+}
+
+static void sv_wr_send_imm(struct ibv_qp_ex *qpx, __be32 imm_data)
+{
+	struct sv_wr *w = wr_new(qpx, IBV_WR_SEND_WITH_IMM);
+
+	if (w)
+		w->wr.imm_data = imm_data;
+}
+
+static void sv_wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	struct sv_wr *w = wr_new(qpx, IBV_WR_SEND_WITH_INV);
+
+	if (w)
+		w->wr.invalidate_rkey = invalidate_rkey;
+}
+
+static void sv_wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey,
+				 uint64_t remote_addr, uint64_t compare,
+				 uint64_t swap)
+{
+	struct sv_wr *w = wr_new(qpx, IBV_WR_ATOMIC_CMP_AND_SWP);
+
+	if (w) {
+		w->wr.wr.atomic.remote_addr = remote_addr;
+		w->wr.wr.atomic.compare_add = compare;
+		w->wr.wr.atomic.swap = swap;
+		w->wr.wr.atomic.rkey = rkey;
+	}
+}
+
+static void sv_wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey,
+				   uint64_t remote_addr, uint64_t add)
+{
+	struct sv_wr *w = wr_new(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD);
+
+	if (w) {
+		w->wr.wr.atomic.remote_addr = remote_addr;
+		w->wr.wr.atomic.compare_add = add;
+		w->wr.wr.atomic.rkey = rkey;
+	}
+}
+
+static void sv_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
+			  uint32_t rkey,
+			  const struct ibv_mw_bind_info *bind_info)
+{
+	struct sv_wr *w = wr_new(qpx, IBV_WR_BIND_MW);
+
+	if (w) {
+		w->wr.bind_mw.mw = mw;
+		w->wr.bind_mw.rkey = rkey;
+		w->wr.bind_mw.bind_info = *bind_info;
+	}
+}
+
+static void sv_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	struct sv_wr *w = wr_new(qpx, IBV_WR_LOCAL_INV);
+
+	if (w)
+		w->wr.invalidate_rkey = invalidate_rkey;
+}
+
+static void sv_wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr,
+			  uint32_t length)
+{
+	struct sverbs_qp *sqp = to_sqp(qpx);
+	struct sv_wr *w = wr_cur(sqp);
+
+	if (!w)
+		return;
+	if (!sqp->max_sge_app) {
+		sqp->build_err = EINVAL;
+		return;
+	}
+	w->sge[0].lkey = lkey;
+	w->sge[0].addr = addr;
+	w->sge[0].length = length;
+	w->wr.num_sge = 1;
+	w->wr.send_flags &= ~IBV_SEND_INLINE;
+}
+
+static void sv_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
+			       const struct ibv_sge *sg_list)
+{
+	struct sverbs_qp *sqp = to_sqp(qpx);
+	struct sv_wr *w = wr_cur(sqp);
+
+	if (!w)
+		return;
+	if (num_sge > sqp->max_sge_app) {
+		sqp->build_err = EINVAL;
+		return;
+	}
+	if (num_sge)
+		memcpy(w->sge, sg_list, num_sge * sizeof(*sg_list));
+	w->wr.num_sge = (int)num_sge;
+	w->wr.send_flags &= ~IBV_SEND_INLINE;
+}
+
+static void sv_wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
+				       const struct ibv_data_buf *buf_list)
+{
+	struct sverbs_qp *sqp = to_sqp(qpx);
+	struct sv_wr *w = wr_cur(sqp);
+	size_t i, len = 0;
+
+	if (!w)
+		return;
+	for (i = 0; i < num_buf; i++)
+		len += buf_list[i].length;
+	if (len > sqp->max_inline) {
+		sqp->build_err = EINVAL;
+		return;
+	}
+	len = 0;
+	for (i = 0; i < num_buf; i++) {
+		if (buf_list[i].length)
+			memcpy(w->inl + len, buf_list[i].addr,
+			       buf_list[i].length);
+		len += buf_list[i].length;
+	}
+	w->len = len;
+	w->sge[0].addr = (uintptr_t)w->inl;
+	w->sge[0].length = (uint32_t)len;
+	w->sge[0].lkey = 0;
+	w->wr.num_sge = len ? 1 : 0;
+	w->wr.send_flags |= IBV_SEND_INLINE;
+}
+
+static void sv_wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr,
+				  size_t length)
+{
+	struct ibv_data_buf buf = { .addr = addr, .length = length };
+
+	sv_wr_set_inline_data_list(qpx, 1, &buf);
+}
+
+static void sv_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
+			      uint32_t remote_qpn, uint32_t remote_qkey)
+{
+	struct sv_wr *w = wr_cur(to_sqp(qpx));
+
+	if (w) {
+		w->wr.wr.ud.ah = ah;
+		w->wr.wr.ud.remote_qpn = remote_qpn;
+		w->wr.wr.ud.remote_qkey = remote_qkey;
+	}
+}
+
+static void sv_wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
+{
+	struct sv_wr *w = wr_cur(to_sqp(qpx));
+
+	if (w)
+		w->wr.qp_type.xrc.remote_srqn = remote_srqn;
+}
+
+bool sverbs_qp_install_wr_ops(struct sverbs_qp *sqp, struct ibv_qp_ex *qpx,
+			      uint64_t send_ops_flags)
+{
+	if (send_ops_flags & SV_UNCARRIED_OPS)
+		return false;
+	if (!sv_objmap_insert(qpx, sqp))
+		return false;
+	sqp->qpx = qpx;
+	qpx->wr_start = sv_wr_start;
+	qpx->wr_complete = sv_wr_complete;
+	qpx->wr_abort = sv_wr_abort;
+	qpx->wr_rdma_write = sv_wr_rdma_write;
+	qpx->wr_rdma_write_imm = sv_wr_rdma_write_imm;
+	qpx->wr_rdma_read = sv_wr_rdma_read;
+	qpx->wr_send = sv_wr_send;
+	qpx->wr_send_imm = sv_wr_send_imm;
+	qpx->wr_send_inv = sv_wr_send_inv;
+	qpx->wr_atomic_cmp_swp = sv_wr_atomic_cmp_swp;
+	qpx->wr_atomic_fetch_add = sv_wr_atomic_fetch_add;
+	qpx->wr_bind_mw = sv_wr_bind_mw;
+	qpx->wr_local_inv = sv_wr_local_inv;
+	qpx->wr_set_sge = sv_wr_set_sge;
+	qpx->wr_set_sge_list = sv_wr_set_sge_list;
+	qpx->wr_set_inline_data = sv_wr_set_inline_data;
+	qpx->wr_set_inline_data_list = sv_wr_set_inline_data_list;
+	qpx->wr_set_ud_addr = sv_wr_set_ud_addr;
+	qpx->wr_set_xrc_srqn = sv_wr_set_xrc_srqn;
+	return true;
+}
