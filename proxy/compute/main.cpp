@@ -79,7 +79,8 @@ void handle(const HttpParser& req, SimpleResponse& resp, int max_n, Matmul& m) {
         if (!req.body.empty()) {
             if (req.body.size() != 2 * nn * sizeof(double)) {
                 resp.status = 400;
-                resp.body = fmt::format("body must be 2*n*n float64 = {} bytes, got {}\n", 2 * nn * sizeof(double), req.body.size());
+                resp.body = fmt::format("body must be 2*n*n float64 = {} bytes, got {}\n",
+                                        2 * nn * sizeof(double), req.body.size());
                 return;
             }
             std::memcpy(m.a.data(), req.body.data(), nn * sizeof(double));
@@ -90,7 +91,8 @@ void handle(const HttpParser& req, SimpleResponse& resp, int max_n, Matmul& m) {
                 m.b[i] = static_cast<double>((i % 5) + 1) * 0.5;
             }
         }
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, m.a.data(), n, m.b.data(), n, 0.0, m.c.data(), n);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, m.a.data(), n,
+                    m.b.data(), n, 0.0, m.c.data(), n);
         if (query_has(req.url, "out=raw")) {
             resp.content_type = "application/octet-stream";
             resp.body.assign(reinterpret_cast<const char*>(m.c.data()), nn * sizeof(double));
@@ -118,8 +120,12 @@ int main(int argc, char** argv) {
     uint64_t max_body = 64u << 20;
     std::string log_level = "info";
     app.add_option("-l,--listen", listen, "host:port or unix:/path")->capture_default_str();
-    app.add_option("-w,--workers", workers, "worker threads")->check(CLI::Range(1u, 256u))->capture_default_str();
-    app.add_option("--max-n", max_n, "largest matrix dimension")->check(CLI::Range(1, 8192))->capture_default_str();
+    app.add_option("-w,--workers", workers, "worker threads")
+        ->check(CLI::Range(1u, 256u))
+        ->capture_default_str();
+    app.add_option("--max-n", max_n, "largest matrix dimension")
+        ->check(CLI::Range(1, 8192))
+        ->capture_default_str();
     app.add_option("--max-body", max_body, "largest request body in bytes")->capture_default_str();
     app.add_option("--log-level", log_level)->capture_default_str();
     CLI11_PARSE(app, argc, argv);
@@ -155,7 +161,9 @@ int main(int argc, char** argv) {
             }
             Matmul m;
             HttpLimits lim{16384, max_body};
-            SimpleServer srv(ring, lim, 30000, [&](const HttpParser& r, SimpleResponse& s) { handle(r, s, max_n, m); });
+            SimpleServer srv(ring, lim, 30000, [&](const HttpParser& r, SimpleResponse& s) {
+                handle(r, s, max_n, m);
+            });
             if (auto st = srv.listen(ep.value(), true); !st) {
                 spdlog::error("{}", st.error().message);
                 failed++;
@@ -189,7 +197,8 @@ int main(int argc, char** argv) {
             ring.shutdown();
         });
     }
-    while (ready.load() < static_cast<int>(workers)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    while (ready.load() < static_cast<int>(workers))
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
     if (failed) {
         for (auto& s : stoppers)
             if (s) s();

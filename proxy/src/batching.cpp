@@ -61,7 +61,8 @@ void BatchPolicy::close_window() {
         target_ = target_ > 1 ? target_ - std::max<uint32_t>(1, target_ / 4) : 1;
         ++stats_.decreases;
     } else if (p99 * 10 < p_.slo_ns * 8) {
-        budget_ns_ = std::min(p_.max_delay_ns, budget_ns_ + std::max<int64_t>(1000, p_.max_delay_ns / 16));
+        budget_ns_ =
+            std::min(p_.max_delay_ns, budget_ns_ + std::max<int64_t>(1000, p_.max_delay_ns / 16));
         target_ = std::min(p_.max_batch, target_ + std::max<uint32_t>(1, p_.max_batch / 16));
         ++stats_.increases;
     }

@@ -32,7 +32,7 @@ struct BatchParams {
 };
 
 class BatchPolicy {
-public:
+  public:
     static constexpr size_t kMaxSamples = 512;
     static constexpr size_t kMinSamples = 32;
     static constexpr int64_t kWindowNs = 100'000'000;
@@ -57,7 +57,7 @@ public:
     };
     const Stats& stats() const { return stats_; }
 
-private:
+  private:
     void close_window();
 
     BatchParams p_;

@@ -8,7 +8,7 @@
 namespace sv {
 
 class ChannelCore {
-public:
+  public:
     enum class Action { Deliver, Hello, Ping, Pong, Credit, Goodbye };
 
     void reset(uint32_t my_window) {
@@ -34,13 +34,20 @@ public:
         switch (h.type) {
             case FrameType::Requests:
             case FrameType::Responses:
-                if (ret.owed() >= my_window_) return make_error("peer sent a data frame without credit");
+                if (ret.owed() >= my_window_)
+                    return make_error("peer sent a data frame without credit");
                 return Action::Deliver;
-            case FrameType::Ping: return Action::Ping;
-            case FrameType::Pong: return Action::Pong;
-            case FrameType::Credit: return Action::Credit;
-            case FrameType::Goodbye: peer_draining = true; return Action::Goodbye;
-            default: return make_error("unexpected frame type");
+            case FrameType::Ping:
+                return Action::Ping;
+            case FrameType::Pong:
+                return Action::Pong;
+            case FrameType::Credit:
+                return Action::Credit;
+            case FrameType::Goodbye:
+                peer_draining = true;
+                return Action::Goodbye;
+            default:
+                return make_error("unexpected frame type");
         }
     }
 
@@ -57,7 +64,7 @@ public:
     bool hello_done = false;
     bool peer_draining = false;
 
-private:
+  private:
     uint32_t my_window_ = 0;
 };
 

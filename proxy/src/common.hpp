@@ -3,10 +3,10 @@
 
 #include <chrono>
 #include <cstdint>
-#include <type_traits>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -19,7 +19,7 @@ struct Error {
 // Minimal stand-in for std::expected (not available in g++ 12).
 template <class T>
 class [[nodiscard]] Result {
-public:
+  public:
     Result(T value) : v_(std::move(value)) {}
     Result(Error e) : v_(std::move(e)) {}
     bool ok() const { return v_.index() == 0; }
@@ -30,27 +30,29 @@ public:
     T& operator*() { return value(); }
     const Error& error() const { return std::get<1>(v_); }
 
-private:
+  private:
     std::variant<T, Error> v_;
 };
 
 template <>
 class [[nodiscard]] Result<void> {
-public:
+  public:
     Result() = default;
     Result(Error e) : err_(std::move(e)), ok_(false) {}
     bool ok() const { return ok_; }
     explicit operator bool() const { return ok_; }
     const Error& error() const { return err_; }
 
-private:
+  private:
     Error err_;
     bool ok_ = true;
 };
 
 using Status = Result<void>;
 
-inline Error make_error(std::string msg) { return Error{std::move(msg)}; }
+inline Error make_error(std::string msg) {
+    return Error{std::move(msg)};
+}
 
 inline int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -1,13 +1,13 @@
 #include "config.hpp"
 
 #include <fmt/format.h>
+#include <toml++/toml.h>
 
 #include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
 
 namespace sv {
 
@@ -73,7 +73,7 @@ struct ConfigError {
 };
 
 class Reader {
-public:
+  public:
     Reader(const toml::table& t, std::string section, const std::string& file)
         : t_(t), section_(std::move(section)), file_(file) {}
 
@@ -108,7 +108,8 @@ public:
         uint64_t v = 0;
         if (n->is_integer()) {
             int64_t i = *n->value<int64_t>();
-            if (i < 0) fail(n->source(), fmt::format("[{}] {} must not be negative", section_, key));
+            if (i < 0)
+                fail(n->source(), fmt::format("[{}] {} must not be negative", section_, key));
             v = static_cast<uint64_t>(i);
         } else if (n->is_string()) {
             std::string s = *n->value<std::string>();
@@ -117,10 +118,14 @@ public:
             std::string_view unit(ptr, s.data() + s.size() - ptr);
             uint64_t mul = 0;
             if (ec == std::errc()) {
-                if (unit.empty() || unit == "B") mul = 1;
-                else if (unit == "K" || unit == "KiB" || unit == "k") mul = 1ull << 10;
-                else if (unit == "M" || unit == "MiB") mul = 1ull << 20;
-                else if (unit == "G" || unit == "GiB") mul = 1ull << 30;
+                if (unit.empty() || unit == "B")
+                    mul = 1;
+                else if (unit == "K" || unit == "KiB" || unit == "k")
+                    mul = 1ull << 10;
+                else if (unit == "M" || unit == "MiB")
+                    mul = 1ull << 20;
+                else if (unit == "G" || unit == "GiB")
+                    mul = 1ull << 30;
             }
             if (mul == 0)
                 fail(n->source(), fmt::format("[{}] {} = \"{}\" is not a size (e.g. 64KiB, 16MiB)",
@@ -150,7 +155,8 @@ public:
     void boolean(const char* key, bool& out) {
         auto* n = node(key);
         if (!n) return;
-        if (!n->is_boolean()) fail(n->source(), fmt::format("[{}] {} must be true or false", section_, key));
+        if (!n->is_boolean())
+            fail(n->source(), fmt::format("[{}] {} must be true or false", section_, key));
         out = *n->value<bool>();
     }
 
@@ -160,7 +166,8 @@ public:
             if (required) fail_here(fmt::format("[{}] needs '{}'", section_, key));
             return false;
         }
-        if (!n->is_string()) fail(n->source(), fmt::format("[{}] {} must be a string", section_, key));
+        if (!n->is_string())
+            fail(n->source(), fmt::format("[{}] {} must be a string", section_, key));
         out = *n->value<std::string>();
         return true;
     }
@@ -169,7 +176,9 @@ public:
         std::string s;
         if (!string(key, s, required)) return false;
         auto ep = parse_endpoint(s);
-        if (!ep) fail(t_.get(key)->source(), fmt::format("[{}] {}: {}", section_, key, ep.error().message));
+        if (!ep)
+            fail(t_.get(key)->source(),
+                 fmt::format("[{}] {}: {}", section_, key, ep.error().message));
         out = ep.value();
         return true;
     }
@@ -178,10 +187,12 @@ public:
         auto* n = node(key);
         if (!n) return;
         auto* arr = n->as_array();
-        if (!arr) fail(n->source(), fmt::format("[{}] {} must be an array of strings", section_, key));
+        if (!arr)
+            fail(n->source(), fmt::format("[{}] {} must be an array of strings", section_, key));
         out.clear();
         for (auto& e : *arr) {
-            if (!e.is_string()) fail(e.source(), fmt::format("[{}] {} must contain strings", section_, key));
+            if (!e.is_string())
+                fail(e.source(), fmt::format("[{}] {} must contain strings", section_, key));
             out.push_back(*e.value<std::string>());
         }
     }
@@ -199,7 +210,7 @@ public:
 
     const toml::table& table() const { return t_; }
 
-private:
+  private:
     const toml::table& t_;
     std::string section_;
     const std::string& file_;
@@ -210,7 +221,9 @@ const toml::table* subtable(Reader& parent, const char* key, const std::string& 
     auto* n = parent.node(key);
     if (!n) return nullptr;
     auto* t = n->as_table();
-    if (!t) throw ConfigError{fmt::format("{}:{}: '{}' must be a table", file, n->source().begin.line, key)};
+    if (!t)
+        throw ConfigError{
+            fmt::format("{}:{}: '{}' must be a table", file, n->source().begin.line, key)};
     return t;
 }
 
@@ -230,15 +243,21 @@ void parse_into(const toml::table& root, Config& c) {
     r.string("log_level", c.log_level);
     static const std::set<std::string> levels = {"trace", "debug", "info", "warn", "error", "off"};
     if (!levels.count(c.log_level))
-        r.fail(root.get("log_level")->source(), fmt::format("log_level '{}' is not one of trace, debug, info, warn, error, off", c.log_level));
+        r.fail(root.get("log_level")->source(),
+               fmt::format("log_level '{}' is not one of trace, debug, info, warn, error, off",
+                           c.log_level));
 
     if (auto* t = subtable(r, "channel", file)) {
         Reader ch(*t, "channel", file);
         std::string tr = "tcp";
         if (ch.string("transport", tr)) {
-            if (tr == "tcp") c.channel.transport = TransportKind::Tcp;
-            else if (tr == "rdma") c.channel.transport = TransportKind::Rdma;
-            else ch.fail(t->get("transport")->source(), fmt::format("[channel] transport '{}' must be \"tcp\" or \"rdma\"", tr));
+            if (tr == "tcp")
+                c.channel.transport = TransportKind::Tcp;
+            else if (tr == "rdma")
+                c.channel.transport = TransportKind::Rdma;
+            else
+                ch.fail(t->get("transport")->source(),
+                        fmt::format("[channel] transport '{}' must be \"tcp\" or \"rdma\"", tr));
         }
         ch.integer("credits", c.channel.credits, 2, 4096);
         ch.size("slot_bytes", c.channel.slot_bytes, 4096, 16u << 20);
@@ -285,11 +304,17 @@ void parse_into(const toml::table& root, Config& c) {
                 er.integer("connections", h.connections, 1, 64);
                 er.finish();
                 for (auto& o : in.egress)
-                    if (o.name == h.name) er.fail_here(fmt::format("egress host '{}' defined twice", h.name));
+                    if (o.name == h.name)
+                        er.fail_here(fmt::format("egress host '{}' defined twice", h.name));
                 in.egress.push_back(std::move(h));
             }
         }
         ir.finish({"egress"});
+        if (in.max_body_bytes + in.max_header_bytes + 4096 > c.channel.max_frame_bytes)
+            ir.fail_here(fmt::format(
+                "[ingress] max_body_bytes + max_header_bytes must fit in a channel frame "
+                "([channel] max_frame_bytes = {})",
+                c.channel.max_frame_bytes));
         if (in.egress.empty()) ir.fail_here("[ingress] needs at least one [[ingress.egress]] host");
     }
 
@@ -310,14 +335,21 @@ void parse_into(const toml::table& root, Config& c) {
             UpstreamConfig u;
             Reader ur(*e.as_table(), "upstream", file);
             ur.string("name", u.name, true);
-            if (u.name.empty() || u.name.size() > 255) ur.fail_here("[upstream] name must be 1..255 characters");
+            if (u.name.empty() || u.name.size() > 255)
+                ur.fail_here("[upstream] name must be 1..255 characters");
             ur.string_list("egress", u.egress);
             std::string cls;
             if (ur.string("class", cls)) {
-                if (cls == "latency") u.priority = 0;
-                else if (cls == "bulk") u.priority = 7;
-                else if (cls == "normal") u.priority = 4;
-                else ur.fail(e.as_table()->get("class")->source(), fmt::format("[upstream] class '{}' must be latency, normal or bulk", cls));
+                if (cls == "latency")
+                    u.priority = 0;
+                else if (cls == "bulk")
+                    u.priority = 7;
+                else if (cls == "normal")
+                    u.priority = 4;
+                else
+                    ur.fail(
+                        e.as_table()->get("class")->source(),
+                        fmt::format("[upstream] class '{}' must be latency, normal or bulk", cls));
             }
             ur.integer("priority", u.priority, 0, 7);
             ur.number("slo_p99_ms", u.slo_p99_ms, 0.01, 600000.0);
@@ -336,7 +368,8 @@ void parse_into(const toml::table& root, Config& c) {
             ur.finish();
             u.initial_batch = std::min(u.initial_batch, u.max_batch);
             u.initial_delay_us = std::min(u.initial_delay_us, u.max_delay_us);
-            if (c.upstream(u.name)) ur.fail_here(fmt::format("upstream '{}' defined twice", u.name));
+            if (c.upstream(u.name))
+                ur.fail_here(fmt::format("upstream '{}' defined twice", u.name));
             c.upstreams.push_back(std::move(u));
         }
     }
@@ -348,12 +381,16 @@ void parse_into(const toml::table& root, Config& c) {
             rr.string("prefix", rt.prefix, true);
             rr.string("upstream", rt.upstream, true);
             rr.finish();
-            if (rt.prefix.empty() || rt.prefix[0] != '/') rr.fail_here(fmt::format("route prefix '{}' must start with '/'", rt.prefix));
+            if (rt.prefix.empty() || rt.prefix[0] != '/')
+                rr.fail_here(fmt::format("route prefix '{}' must start with '/'", rt.prefix));
             int idx = c.upstream_index(rt.upstream);
-            if (idx < 0) rr.fail_here(fmt::format("route '{}' names unknown upstream '{}'", rt.prefix, rt.upstream));
+            if (idx < 0)
+                rr.fail_here(
+                    fmt::format("route '{}' names unknown upstream '{}'", rt.prefix, rt.upstream));
             rt.upstream_index = static_cast<size_t>(idx);
             for (auto& o : c.routes)
-                if (o.prefix == rt.prefix) rr.fail_here(fmt::format("route prefix '{}' defined twice", rt.prefix));
+                if (o.prefix == rt.prefix)
+                    rr.fail_here(fmt::format("route prefix '{}' defined twice", rt.prefix));
             c.routes.push_back(std::move(rt));
         }
     }
@@ -368,8 +405,9 @@ void parse_into(const toml::table& root, Config& c) {
                                          [&](auto& h) { return h.name == name; });
                 if (!found) {
                     const auto* at = root.get("upstream");
-                    throw ConfigError{fmt::format("{}:{}: upstream '{}' names unknown egress host '{}'", file,
-                                                  at ? at->source().begin.line : 1, u.name, name)};
+                    throw ConfigError{
+                        fmt::format("{}:{}: upstream '{}' names unknown egress host '{}'", file,
+                                    at ? at->source().begin.line : 1, u.name, name)};
                 }
             }
     }
@@ -384,7 +422,8 @@ Result<Config> parse_config(std::string_view text, std::string_view source_name)
         toml::table root = toml::parse(text, source_name);
         parse_into(root, c);
     } catch (const toml::parse_error& e) {
-        return make_error(fmt::format("{}:{}: {}", source_name, e.source().begin.line, e.description()));
+        return make_error(
+            fmt::format("{}:{}: {}", source_name, e.source().begin.line, e.description()));
     } catch (const ConfigError& e) {
         return make_error(e.msg);
     }

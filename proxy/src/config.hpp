@@ -14,10 +14,10 @@ namespace sv {
 struct Endpoint {
     enum class Kind { Tcp, Unix };
     Kind kind = Kind::Tcp;
-    std::string host;  // Tcp
-    uint16_t port = 0; // Tcp
-    std::string path;  // Unix
-    std::string text;  // as written
+    std::string host;   // Tcp
+    uint16_t port = 0;  // Tcp
+    std::string path;   // Unix
+    std::string text;   // as written
 };
 
 // "host:port", "[v6]:port", "unix:/path".
@@ -27,14 +27,14 @@ enum class TransportKind { Tcp, Rdma };
 
 struct ChannelConfig {
     TransportKind transport = TransportKind::Tcp;
-    uint32_t credits = 64;                   // receive slots each side offers
-    uint32_t slot_bytes = 64 * 1024;         // RDMA: SEND/RECV slot; larger frames use WRITE_WITH_IMM
-    uint64_t large_ring_bytes = 16u << 20;   // RDMA: receive ring for large frames
-    uint32_t max_frame_bytes = 16u << 20;    // any frame, any transport
+    uint32_t credits = 64;                 // receive slots each side offers
+    uint32_t slot_bytes = 64 * 1024;       // RDMA: SEND/RECV slot; larger frames use WRITE_WITH_IMM
+    uint64_t large_ring_bytes = 8u << 20;  // RDMA: receive ring for large frames (>= 2 x max_frame)
+    uint32_t max_frame_bytes = 4u << 20;   // any frame, any transport
     int64_t connect_timeout_ms = 1000;
     int64_t reconnect_min_ms = 50;
     int64_t reconnect_max_ms = 2000;
-    int64_t heartbeat_ms = 1000;             // PING when idle; peer lost after 3 missed
+    int64_t heartbeat_ms = 1000;  // PING when idle; peer lost after 3 missed
 };
 
 struct UpstreamConfig {
@@ -78,10 +78,10 @@ struct IngressConfig {
     uint64_t max_body_bytes = 1u << 20;
     uint32_t admission_limit = 4096;  // requests queued or in flight, per worker
     uint32_t retry_after_s = 1;
-    int64_t client_timeout_ms = 10000;  // to receive a whole request once it started
-    int64_t idle_timeout_ms = 60000;    // keep-alive idle
-    int64_t send_timeout_ms = 10000;    // a response not drained by the client
-    int64_t request_timeout_ms = 10000; // upstream answer (-> 504)
+    int64_t client_timeout_ms = 10000;   // to receive a whole request once it started
+    int64_t idle_timeout_ms = 60000;     // keep-alive idle
+    int64_t send_timeout_ms = 10000;     // a response not drained by the client
+    int64_t request_timeout_ms = 10000;  // upstream answer (-> 504)
     int64_t drain_timeout_ms = 10000;
     std::string metrics_path = "/metrics";
     std::string access_log;

@@ -26,7 +26,7 @@ constexpr uint32_t kControlReserve = 8;
 constexpr uint64_t kRingUnit = 64;
 
 class SendWindow {
-public:
+  public:
     void reset(uint32_t window) {
         window_ = window;
         avail_ = window;
@@ -48,13 +48,13 @@ public:
         return {};
     }
 
-private:
+  private:
     uint32_t window_ = 0;
     uint32_t avail_ = 0;
 };
 
 class ReturnWindow {
-public:
+  public:
     void reset(uint32_t window) {
         window_ = window;
         owed_ = 0;
@@ -66,29 +66,37 @@ public:
     // An explicit Credit frame is due when half the window is owed.
     bool explicit_due() const { return owed_ >= std::max<uint32_t>(1, window_ / 2); }
 
-private:
+  private:
     uint32_t window_ = 0;
     uint32_t owed_ = 0;
 };
 
-inline uint64_t ring_round(uint64_t len) { return (len + kRingUnit - 1) / kRingUnit * kRingUnit; }
+inline uint64_t ring_round(uint64_t len) {
+    return (len + kRingUnit - 1) / kRingUnit * kRingUnit;
+}
 
 // Sender side of the peer's large-frame ring: contiguous chunks, wrap by padding.
 // A chunk is at most half the ring, so an empty ring always has room (pad < len).
 class RingAllocator {
-public:
+  public:
     void reset(uint64_t size) {
         size_ = size / kRingUnit * kRingUnit;
         head_ = tail_ = 0;
     }
     uint64_t size() const { return size_; }
     uint64_t free_bytes() const { return size_ - (head_ - tail_); }
-    std::optional<uint64_t> alloc(uint64_t len) {
+    bool can_alloc(uint64_t len) const {
         uint64_t l = ring_round(len);
-        if (l == 0 || l > size_ / 2) return std::nullopt;
+        if (l == 0 || l > size_ / 2) return false;
         uint64_t pos = head_ % size_;
         uint64_t pad = pos + l > size_ ? size_ - pos : 0;
-        if (pad + l > free_bytes()) return std::nullopt;
+        return pad + l <= free_bytes();
+    }
+    std::optional<uint64_t> alloc(uint64_t len) {
+        if (!can_alloc(len)) return std::nullopt;
+        uint64_t l = ring_round(len);
+        uint64_t pos = head_ % size_;
+        uint64_t pad = pos + l > size_ ? size_ - pos : 0;
         head_ += pad;
         uint64_t off = head_ % size_;
         head_ += l;
@@ -101,14 +109,14 @@ public:
         return {};
     }
 
-private:
+  private:
     uint64_t size_ = 0, head_ = 0, tail_ = 0;
 };
 
 // Receiver side: given each large frame's offset and length (in arrival order), how many
 // units (frame plus any wrap padding) become free once it is consumed.
 class RingReclaimer {
-public:
+  public:
     void reset(uint64_t size) {
         size_ = size / kRingUnit * kRingUnit;
         expected_ = 0;
@@ -135,7 +143,7 @@ public:
     }
     bool explicit_due() const { return owed_units_ * kRingUnit >= size_ / 2; }
 
-private:
+  private:
     uint64_t size_ = 0, expected_ = 0, owed_units_ = 0;
 };
 

@@ -69,7 +69,7 @@ struct ChanOut {
 };
 
 class Egress final : public ChannelEvents, public WorkerControl {
-public:
+  public:
     explicit Egress(WorkerContext ctx) : ctx_(std::move(ctx)), cfg_(ctx_.cfg), m_(*ctx_.metrics) {}
     ~Egress() override { ring_.shutdown(); }
 
@@ -100,7 +100,7 @@ public:
     void conn_connect(ServiceConn& c, int err);
     void conn_closed(ServiceConn& c);
 
-private:
+  private:
     Job* new_job();
     void free_job(Job* j);
     void dispatch(Service& s);
@@ -134,9 +134,15 @@ private:
     std::unordered_map<uint32_t, Channel*> live_;
 };
 
-void ServiceConn::on_data(StreamConn&, std::string_view d) { w.conn_data(*this, d); }
-void ServiceConn::on_connect(StreamConn&, int err) { w.conn_connect(*this, err); }
-void ServiceConn::on_closed(StreamConn&) { w.conn_closed(*this); }
+void ServiceConn::on_data(StreamConn&, std::string_view d) {
+    w.conn_data(*this, d);
+}
+void ServiceConn::on_connect(StreamConn&, int err) {
+    w.conn_connect(*this, err);
+}
+void ServiceConn::on_closed(StreamConn&) {
+    w.conn_closed(*this);
+}
 
 Status Egress::init() {
     if (auto st = ring_.init(4096, 1024, 16384); !st) return st;
@@ -171,17 +177,18 @@ Status Egress::init() {
     waker_ = std::make_unique<Waker>(ring_, [this] { apply_control(); });
     if (auto st = transport_->listen(cfg_->egress.listen, *this); !st) return st;
     if (ctx_.index == 0 && cfg_->egress.metrics_listen) {
-        metrics_srv_ = std::make_unique<SimpleServer>(ring_, HttpLimits{8192, 0}, 30000, [](const HttpParser& r, SimpleResponse& resp) {
-            if (r.path() == "/metrics") {
-                resp.content_type = "text/plain; version=0.0.4";
-                resp.body = metrics_registry().render();
-            } else if (r.path() == "/healthz") {
-                resp.body = "ok\n";
-            } else {
-                resp.status = 404;
-                resp.body = "not found\n";
-            }
-        });
+        metrics_srv_ = std::make_unique<SimpleServer>(
+            ring_, HttpLimits{8192, 0}, 30000, [](const HttpParser& r, SimpleResponse& resp) {
+                if (r.path() == "/metrics") {
+                    resp.content_type = "text/plain; version=0.0.4";
+                    resp.body = metrics_registry().render();
+                } else if (r.path() == "/healthz") {
+                    resp.body = "ok\n";
+                } else {
+                    resp.status = 404;
+                    resp.body = "not found\n";
+                }
+            });
         if (auto st = metrics_srv_->listen(*cfg_->egress.metrics_listen, false); !st) return st;
     }
     return {};
@@ -202,7 +209,8 @@ void Egress::apply_control() {
             if (u->service->text != s.cfg.service->text) {
                 auto a = resolve(*u->service);
                 if (!a) {
-                    spdlog::warn("reload: upstream '{}': {} (keeping old address)", s.name, a.error().message);
+                    spdlog::warn("reload: upstream '{}': {} (keeping old address)", s.name,
+                                 a.error().message);
                     continue;
                 }
                 s.addr = a.value();
@@ -306,7 +314,8 @@ void Egress::on_frame(Channel& ch, const FrameHeader& h, std::string_view payloa
         q.append(r.method).append(" ").append(r.url).append(" HTTP/1.1\r\n");
         q.append(r.headers);
         // Host is mandatory in HTTP/1.1; the client's is forwarded when present.
-        if (r.headers.find("Host:") == std::string_view::npos && r.headers.find("host:") == std::string_view::npos)
+        if (r.headers.find("Host:") == std::string_view::npos &&
+            r.headers.find("host:") == std::string_view::npos)
             q.append("Host: ").append(svc->cfg.service->text).append("\r\n");
         if (!r.body.empty() || r.method == "POST" || r.method == "PUT" || r.method == "PATCH")
             q.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
@@ -373,7 +382,9 @@ void Egress::conn_connect(ServiceConn& c, int err) {
     m_.service_errors.inc();
     if (c.job) {
         Job* j = std::exchange(c.job, nullptr);
-        fail(j, 502, fmt::format("service {} unavailable: {}\n", c.svc.cfg.service->text, std::strerror(err)));
+        fail(j, 502,
+             fmt::format("service {} unavailable: {}\n", c.svc.cfg.service->text,
+                         std::strerror(err)));
     }
 }
 
@@ -435,7 +446,8 @@ void Egress::complete(Job* j, int status, std::string_view headers, std::string_
         auto& o = it->second;
         ResponseRecord r{j->id, static_cast<uint16_t>(status), headers, body};
         size_t sz = FrameBuilder::response_size(r);
-        if (o.count > 0 && (o.cur.size() + sz > cfg_->channel.max_frame_bytes || o.count == 65535)) {
+        if (o.count > 0 &&
+            (o.cur.size() + sz > cfg_->channel.max_frame_bytes || o.count == 65535)) {
             FrameBuilder fb(o.cur);
             // finish() needs the builder's count: rebuild header in place.
             FrameHeader h;
@@ -491,7 +503,8 @@ void Egress::sweep(int64_t now) {
         for (auto& cp : s.conns) {
             if (!cp || cp->s.closing()) continue;
             auto& c = *cp;
-            if (c.job && !c.s.connected() && now - c.connect_start > s.cfg.service_connect_timeout_ms * kMs) {
+            if (c.job && !c.s.connected() &&
+                now - c.connect_start > s.cfg.service_connect_timeout_ms * kMs) {
                 m_.service_errors.inc();
                 fail(std::exchange(c.job, nullptr), 502, "service connect timeout\n");
                 c.s.close();

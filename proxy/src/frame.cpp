@@ -62,7 +62,8 @@ Result<Hello> decode_hello(std::string_view p) {
     Hello h;
     h.version = get_le<uint16_t>(p.data());
     if (h.version != kProtocolVersion)
-        return make_error(fmt::format("peer speaks protocol version {}, we speak {}", h.version, kProtocolVersion));
+        return make_error(fmt::format("peer speaks protocol version {}, we speak {}", h.version,
+                                      kProtocolVersion));
     h.role = static_cast<uint8_t>(p[2]);
     h.credits = get_le<uint32_t>(p.data() + 4);
     h.slot_bytes = get_le<uint32_t>(p.data() + 8);
@@ -151,7 +152,8 @@ Result<bool> RecordReader::next(RequestRecord& r) {
     size_t hl = get_le<uint32_t>(p + 12);
     size_t bl = get_le<uint32_t>(p + 16);
     size_t total = kRequestRecordBytes + ml + ul + hl + bl;
-    if (hl > p_.size() || bl > p_.size() || total > p_.size()) return make_error("request record overruns frame");
+    if (hl > p_.size() || bl > p_.size() || total > p_.size())
+        return make_error("request record overruns frame");
     size_t o = kRequestRecordBytes;
     r.method = p_.substr(o, ml);
     o += ml;

@@ -32,7 +32,7 @@ enum class FrameType : uint8_t {
     Credit = 4,     // explicit credit return (no payload)
     Ping = 5,
     Pong = 6,
-    Goodbye = 7,    // orderly shutdown: stop sending requests
+    Goodbye = 7,  // orderly shutdown: stop sending requests
 };
 
 // Frames that consume a receive credit.  Control frames ride in a small reserve.
@@ -55,11 +55,11 @@ Result<FrameHeader> decode_header(const char* p, size_t n, uint32_t max_payload)
 
 struct Hello {
     uint16_t version = kProtocolVersion;
-    uint8_t role = 0;  // 1 ingress, 2 egress
+    uint8_t role = 0;         // 1 ingress, 2 egress
     uint32_t credits = 0;     // frames the sender of this hello can receive
     uint32_t slot_bytes = 0;  // RDMA receive slot size
     uint32_t max_frame = 0;
-    uint64_t ring_addr = 0;   // RDMA large-frame ring (0 on TCP)
+    uint64_t ring_addr = 0;  // RDMA large-frame ring (0 on TCP)
     uint32_t ring_rkey = 0;
     uint64_t ring_bytes = 0;
     std::string name;
@@ -80,7 +80,7 @@ struct ResponseRecord {
 
 // Builds one frame into a caller-owned, reused buffer (no allocation once warm).
 class FrameBuilder {
-public:
+  public:
     explicit FrameBuilder(std::string& buf) : buf_(buf) {}
     void begin(FrameType t);
     void begin_requests(std::string_view upstream);
@@ -91,20 +91,21 @@ public:
     size_t size() const { return buf_.size(); }
     uint16_t count() const { return count_; }
     static size_t request_size(const RequestRecord& r) {
-        return kRequestRecordBytes + r.method.size() + r.url.size() + r.headers.size() + r.body.size();
+        return kRequestRecordBytes + r.method.size() + r.url.size() + r.headers.size() +
+               r.body.size();
     }
     static size_t response_size(const ResponseRecord& r) {
         return kResponseRecordBytes + r.headers.size() + r.body.size();
     }
 
-private:
+  private:
     std::string& buf_;
     uint16_t count_ = 0;
 };
 
 // Iterates the records of a Requests / Responses payload with bounds checks.
 class RecordReader {
-public:
+  public:
     RecordReader(std::string_view payload, uint16_t count) : p_(payload), left_(count) {}
     Result<std::string_view> upstream();  // Requests only, call first
     // ok(false) when done; error on truncation.
@@ -112,7 +113,7 @@ public:
     Result<bool> next(ResponseRecord& r);
     bool trailing_garbage() const { return left_ == 0 && !p_.empty(); }
 
-private:
+  private:
     std::string_view p_;
     uint16_t left_;
 };

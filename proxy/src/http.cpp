@@ -15,14 +15,17 @@ bool ieq(std::string_view a, std::string_view b) {
 
 bool hop_by_hop(std::string_view name) {
     static constexpr std::array<std::string_view, 9> names = {
-        "connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
-        "trailer",    "upgrade",    "content-length",   "expect"};
+        "connection", "keep-alive", "proxy-connection", "transfer-encoding",
+        "te",         "trailer",    "upgrade",          "content-length",
+        "expect"};
     for (auto n : names)
         if (ieq(name, n)) return true;
     return false;
 }
 
-HttpParser* self(http_parser* p) { return static_cast<HttpParser*>(p->data); }
+HttpParser* self(http_parser* p) {
+    return static_cast<HttpParser*>(p->data);
+}
 
 }  // namespace
 
@@ -222,31 +225,56 @@ HttpParser::Progress HttpParser::feed_eof() {
 
 const char* http_reason(int s) {
     switch (s) {
-        case 100: return "Continue";
-        case 200: return "OK";
-        case 201: return "Created";
-        case 202: return "Accepted";
-        case 204: return "No Content";
-        case 206: return "Partial Content";
-        case 301: return "Moved Permanently";
-        case 302: return "Found";
-        case 304: return "Not Modified";
-        case 400: return "Bad Request";
-        case 401: return "Unauthorized";
-        case 403: return "Forbidden";
-        case 404: return "Not Found";
-        case 405: return "Method Not Allowed";
-        case 408: return "Request Timeout";
-        case 413: return "Payload Too Large";
-        case 414: return "URI Too Long";
-        case 429: return "Too Many Requests";
-        case 431: return "Request Header Fields Too Large";
-        case 500: return "Internal Server Error";
-        case 501: return "Not Implemented";
-        case 502: return "Bad Gateway";
-        case 503: return "Service Unavailable";
-        case 504: return "Gateway Timeout";
-        default: return "Unknown";
+        case 100:
+            return "Continue";
+        case 200:
+            return "OK";
+        case 201:
+            return "Created";
+        case 202:
+            return "Accepted";
+        case 204:
+            return "No Content";
+        case 206:
+            return "Partial Content";
+        case 301:
+            return "Moved Permanently";
+        case 302:
+            return "Found";
+        case 304:
+            return "Not Modified";
+        case 400:
+            return "Bad Request";
+        case 401:
+            return "Unauthorized";
+        case 403:
+            return "Forbidden";
+        case 404:
+            return "Not Found";
+        case 405:
+            return "Method Not Allowed";
+        case 408:
+            return "Request Timeout";
+        case 413:
+            return "Payload Too Large";
+        case 414:
+            return "URI Too Long";
+        case 429:
+            return "Too Many Requests";
+        case 431:
+            return "Request Header Fields Too Large";
+        case 500:
+            return "Internal Server Error";
+        case 501:
+            return "Not Implemented";
+        case 502:
+            return "Bad Gateway";
+        case 503:
+            return "Service Unavailable";
+        case 504:
+            return "Gateway Timeout";
+        default:
+            return "Unknown";
     }
 }
 

@@ -11,12 +11,12 @@
 namespace sv {
 
 struct HttpLimits {
-    size_t max_header_bytes = 8192;       // request line / status line + all headers
+    size_t max_header_bytes = 8192;  // request line / status line + all headers
     uint64_t max_body_bytes = 1u << 20;
 };
 
 class HttpParser {
-public:
+  public:
     enum class Mode { Request, Response };
     enum class State { Incomplete, Complete, Error };
     struct Progress {
@@ -56,7 +56,7 @@ public:
     int status = 0;
     std::string_view path() const;
 
-private:
+  private:
     static int cb_begin(http_parser*);
     static int cb_url(http_parser*, const char*, size_t);
     static int cb_status(http_parser*, const char*, size_t);

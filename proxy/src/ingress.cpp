@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
 #include <deque>
 
@@ -56,7 +57,8 @@ class Ingress;
 
 struct Client final : StreamConn::Events {
     enum class Phase { Reading, Queued, Sent };
-    Client(Ingress& w, uint32_t i, Ring& ring, HttpLimits lim) : w(w), index(i), s(ring, *this), parser(HttpParser::Mode::Request, lim) {}
+    Client(Ingress& w, uint32_t i, Ring& ring, HttpLimits lim)
+        : w(w), index(i), s(ring, *this), parser(HttpParser::Mode::Request, lim) {}
     void on_data(StreamConn&, std::string_view data) override;
     void on_closed(StreamConn&) override;
 
@@ -77,7 +79,7 @@ struct Client final : StreamConn::Events {
 };
 
 class Ingress final : public ChannelEvents, public WorkerControl {
-public:
+  public:
     explicit Ingress(WorkerContext ctx) : ctx_(std::move(ctx)), cfg_(ctx_.cfg), m_(*ctx_.metrics) {}
     ~Ingress() override { ring_.shutdown(); }
 
@@ -109,7 +111,7 @@ public:
     void on_client_data(Client& c, std::string_view data);
     void on_client_closed(Client& c);
 
-private:
+  private:
     void accept(int fd);
     size_t process(Client& c, std::string_view data);
     void dispatch(Client& c);
@@ -153,8 +155,12 @@ private:
     HttpLimits limits_;
 };
 
-void Client::on_data(StreamConn&, std::string_view data) { w.on_client_data(*this, data); }
-void Client::on_closed(StreamConn&) { w.on_client_closed(*this); }
+void Client::on_data(StreamConn&, std::string_view data) {
+    w.on_client_data(*this, data);
+}
+void Client::on_closed(StreamConn&) {
+    w.on_client_closed(*this);
+}
 
 void Ingress::apply_config(std::shared_ptr<const Config> cfg, bool initial) {
     cfg_ = std::move(cfg);
@@ -170,7 +176,9 @@ void Ingress::apply_config(std::shared_ptr<const Config> cfg, bool initial) {
             if (ups_[j].name == uc.name) local = static_cast<int>(j);
         if (local < 0) {
             if (!initial) {
-                if (ctx_.index == 0) spdlog::warn("reload: new upstream '{}' needs a restart; its routes answer 404", uc.name);
+                if (ctx_.index == 0)
+                    spdlog::warn("reload: new upstream '{}' needs a restart; its routes answer 404",
+                                 uc.name);
                 continue;
             }
             Upstream u;
@@ -221,7 +229,8 @@ Status Ingress::init() {
     }
     for (auto& u : ups_)
         for (size_t i = 0; i < channels_.size(); ++i)
-            if (u.egress.empty() || std::find(u.egress.begin(), u.egress.end(), channels_[i]->name) != u.egress.end())
+            if (u.egress.empty() ||
+                std::find(u.egress.begin(), u.egress.end(), channels_[i]->name) != u.egress.end())
                 u.channels.push_back(i);
     waker_ = std::make_unique<Waker>(ring_, [this] { apply_control(); });
     acceptor_ = std::make_unique<Acceptor>(ring_, [this](int fd) { accept(fd); });
@@ -244,7 +253,8 @@ void Ingress::apply_control() {
         draining_ = true;
         drain_deadline_ = now_ns() + cfg_->ingress.drain_timeout_ms * kMs;
         acceptor_->stop();
-        if (ctx_.index == 0) spdlog::info("draining: {} connections, {} requests in flight", open_, inflight_);
+        if (ctx_.index == 0)
+            spdlog::info("draining: {} connections, {} requests in flight", open_, inflight_);
     }
 }
 
@@ -268,8 +278,11 @@ void Ingress::accept(int fd) {
         socklen_t len = sizeof ss;
         char buf[INET6_ADDRSTRLEN] = "-";
         if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
-            if (ss.ss_family == AF_INET) inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, buf, sizeof buf);
-            else if (ss.ss_family == AF_INET6) inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr, buf, sizeof buf);
+            if (ss.ss_family == AF_INET)
+                inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, buf, sizeof buf);
+            else if (ss.ss_family == AF_INET6)
+                inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr, buf,
+                          sizeof buf);
         }
         c.peer = buf;
     }
@@ -335,7 +348,8 @@ void Ingress::dispatch(Client& c) {
     c.head = c.parser.method == "HEAD";
     auto path = c.parser.path();
     if (!cfg_->ingress.metrics_path.empty() && path == cfg_->ingress.metrics_path) {
-        respond_local(c, 200, metrics_registry().render(), "Content-Type: text/plain; version=0.0.4\r\n");
+        respond_local(c, 200, metrics_registry().render(),
+                      "Content-Type: text/plain; version=0.0.4\r\n");
         return;
     }
     int r = cfg_->route(path);
@@ -346,12 +360,14 @@ void Ingress::dispatch(Client& c) {
     }
     if (draining_ || inflight_ >= cfg_->ingress.admission_limit) {
         m_.admission_rejects.inc();
-        respond_local(c, 503, "overloaded\n", fmt::format("Retry-After: {}\r\n", cfg_->ingress.retry_after_s));
+        respond_local(c, 503, "overloaded\n",
+                      fmt::format("Retry-After: {}\r\n", cfg_->ingress.retry_after_s));
         return;
     }
     auto& u = ups_[static_cast<size_t>(local)];
     bool any_up = false;
-    for (auto i : u.channels) any_up = any_up || (channels_[i]->up() && !channels_[i]->peer_draining());
+    for (auto i : u.channels)
+        any_up = any_up || (channels_[i]->up() && !channels_[i]->peer_draining());
     if (!any_up) {
         u.m->requests.inc();
         u.m->failures.inc();
@@ -414,7 +430,8 @@ void Ingress::end_waiting(Client& c) {
 
 void Ingress::log_access(const Client& c, int status, size_t bytes) {
     double ms = c.arrival ? (now_ns() - c.arrival) / 1e6 : 0.0;
-    ctx_.access_log->info("{} \"{} {}\" {} {} {:.3f}ms", c.peer, c.parser.method, c.parser.url, status, bytes, ms);
+    ctx_.access_log->info("{} \"{} {}\" {} {} {:.3f}ms", c.peer, c.parser.method, c.parser.url,
+                          status, bytes, ms);
 }
 
 void Ingress::on_client_closed(Client& c) {
@@ -463,12 +480,16 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
     while (!u.queue.empty()) {
         while (!u.queue.empty() && !queued_valid(u.queue.front())) u.queue.pop_front();
         if (u.queue.empty()) break;
-        if (!u.policy.should_flush(u.queue.size(), u.queue.front().arrival, now, u.inflight_batches)) break;
+        if (!u.policy.should_flush(u.queue.size(), u.queue.front().arrival, now,
+                                   u.inflight_batches))
+            break;
         bool any_up = false;
         Channel* ch = pick_channel(u, any_up);
         if (!ch) {
-            if (!any_up) fail_queue(u, 502, "channel to egress lost\n");
-            else u.stalled = true;  // wait for credits (on_writable wakes the loop)
+            if (!any_up)
+                fail_queue(u, 502, "channel to egress lost\n");
+            else
+                u.stalled = true;  // wait for credits (on_writable wakes the loop)
             break;
         }
         FrameBuilder fb(frame_);
@@ -490,7 +511,12 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
                 continue;
             }
             auto& c = *clients_[e.conn];
-            RequestRecord rec{c.id, static_cast<uint8_t>(u.priority), c.parser.method, c.parser.url, c.parser.headers, c.parser.body};
+            RequestRecord rec{c.id,
+                              static_cast<uint8_t>(u.priority),
+                              c.parser.method,
+                              c.parser.url,
+                              c.parser.headers,
+                              c.parser.body};
             size_t sz = FrameBuilder::request_size(rec);
             if (n > 0 && fb.size() + sz > max_frame) break;
             u.queue.pop_front();
@@ -516,10 +542,25 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
         u.m->batches.inc();
         u.m->batch_size.observe(n);
         if (auto st = ch->send(fb.finish(), u.priority); !st) {
-            // Cannot happen after can_send(); answer rather than hang.
+            // Only a transport without room (RDMA large-frame ring) gets here: put the batch
+            // back in arrival order and wait for credits.
+            std::vector<Client*> back;
             for (auto& cl : clients_)
-                if (cl && cl->phase == Client::Phase::Sent && cl->batch == batch && cl->upstream == static_cast<int>(&u - ups_.data()))
-                    respond_local(*cl, 502, "channel send failed\n");
+                if (cl && cl->phase == Client::Phase::Sent && cl->batch == batch &&
+                    &ups_[static_cast<size_t>(cl->upstream)] == &u)
+                    back.push_back(cl.get());
+            std::sort(back.begin(), back.end(),
+                      [](Client* a, Client* b) { return a->arrival > b->arrival; });
+            for (Client* cl : back) {
+                cl->phase = Client::Phase::Queued;
+                cl->batch = UINT32_MAX;
+                u.queue.push_front({cl->index, cl->id, cl->arrival});
+            }
+            u.batch_remaining[batch] = 0;
+            u.batch_free.push_back(batch);
+            u.inflight_batches--;
+            u.stalled = true;
+            break;
         }
     }
     u.m->queued.set(static_cast<int64_t>(u.queue.size()));
@@ -592,7 +633,8 @@ void Ingress::sweep(int64_t now) {
                         c.keep_alive = false;
                         respond_local(c, 408, "request not received in time\n");
                     }
-                } else if (now - c.last_active > in.idle_timeout_ms * kMs || (draining_ && c.s.unsent() == 0)) {
+                } else if (now - c.last_active > in.idle_timeout_ms * kMs ||
+                           (draining_ && c.s.unsent() == 0)) {
                     c.s.close();
                 }
                 break;
@@ -646,7 +688,8 @@ int Ingress::run(const ReadyFn& ready) {
         int64_t now = now_ns();
         int64_t next = std::min(next_sweep_, transport_->tick(now));
         for (auto& u : ups_)
-            if (!u.queue.empty() && !u.stalled) next = std::min(next, u.policy.deadline(u.queue.front().arrival));
+            if (!u.queue.empty() && !u.stalled)
+                next = std::min(next, u.policy.deadline(u.queue.front().arrival));
         ring_.run_once(std::max<int64_t>(0, next - now_ns()));
         now = now_ns();
         for (auto& u : ups_)

@@ -35,14 +35,17 @@ int main(int argc, char** argv) {
     auto cfg = std::make_shared<const Config>(std::move(loaded.value()));
     if (check) {
         if (cfg->channel.transport == TransportKind::Rdma && !rdma_compiled_in())
-            fmt::print("{}: warning: transport = \"rdma\" but this build has no RDMA support\n", config_path);
-        fmt::print("{}: ok ({}{}{} upstreams, {} routes)\n", config_path, cfg->ingress.present ? "ingress, " : "",
-                   cfg->egress.present ? "egress, " : "", cfg->upstreams.size(), cfg->routes.size());
+            fmt::print("{}: warning: transport = \"rdma\" but this build has no RDMA support\n",
+                       config_path);
+        fmt::print("{}: ok ({}{}{} upstreams, {} routes)\n", config_path,
+                   cfg->ingress.present ? "ingress, " : "", cfg->egress.present ? "egress, " : "",
+                   cfg->upstreams.size(), cfg->routes.size());
         return 0;
     }
     if (role.empty()) {
         if (cfg->ingress.present && cfg->egress.present) {
-            fmt::print(stderr, "sverbs-proxy: {} has both [ingress] and [egress]: pass --role\n", config_path);
+            fmt::print(stderr, "sverbs-proxy: {} has both [ingress] and [egress]: pass --role\n",
+                       config_path);
             return 2;
         }
         role = cfg->ingress.present ? "ingress" : "egress";
@@ -60,12 +63,15 @@ int main(int argc, char** argv) {
         bool any = false;
         for (auto& u : cfg->upstreams) any = any || u.service.has_value();
         if (!any) {
-            fmt::print(stderr, "sverbs-proxy: {}: egress needs at least one [[upstream]] with 'service'\n", config_path);
+            fmt::print(stderr,
+                       "sverbs-proxy: {}: egress needs at least one [[upstream]] with 'service'\n",
+                       config_path);
             return 2;
         }
     }
     if (cfg->channel.transport == TransportKind::Rdma && !rdma_compiled_in()) {
-        fmt::print(stderr, "sverbs-proxy: transport = \"rdma\" but this build has no RDMA support\n");
+        fmt::print(stderr,
+                   "sverbs-proxy: transport = \"rdma\" but this build has no RDMA support\n");
         return 2;
     }
     spdlog::set_level(spdlog::level::from_str(log_level.empty() ? cfg->log_level : log_level));
@@ -88,6 +94,7 @@ int main(int argc, char** argv) {
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);  // a worker finished
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     signal(SIGPIPE, SIG_IGN);
 
@@ -113,8 +120,10 @@ int main(int argc, char** argv) {
                 reported++;
                 cv.notify_all();
             };
-            if (ingress) run_ingress_worker(std::move(ctx), ready);
-            else run_egress_worker(std::move(ctx), ready);
+            if (ingress)
+                run_ingress_worker(std::move(ctx), ready);
+            else
+                run_egress_worker(std::move(ctx), ready);
             {
                 std::lock_guard lk(mu);
                 controls[i] = nullptr;
@@ -143,13 +152,13 @@ int main(int argc, char** argv) {
         return 1;
     }
     if (ingress)
-        spdlog::info("ingress listening on {} ({} workers, {} transport, {} routes)", cfg->ingress.listen.text, n,
-                     cfg->channel.transport == TransportKind::Rdma ? "rdma" : "tcp", cfg->routes.size());
+        spdlog::info("ingress listening on {} ({} workers, {} transport, {} routes)",
+                     cfg->ingress.listen.text, n,
+                     cfg->channel.transport == TransportKind::Rdma ? "rdma" : "tcp",
+                     cfg->routes.size());
     else
         spdlog::info("egress listening on {} ({} workers)", cfg->egress.listen.text, n);
 
-    sigaddset(&set, SIGUSR1);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
     bool draining = false;
     while (finished.load() < n) {
         int sig = 0;
@@ -157,7 +166,8 @@ int main(int argc, char** argv) {
         if (sig == SIGHUP) {
             auto r = load_config(config_path);
             if (!r) {
-                spdlog::error("reload failed, keeping the running configuration: {}", r.error().message);
+                spdlog::error("reload failed, keeping the running configuration: {}",
+                              r.error().message);
                 continue;
             }
             auto next = std::make_shared<const Config>(std::move(r.value()));
@@ -165,7 +175,8 @@ int main(int argc, char** argv) {
                 spdlog::error("reload failed: the new file has no [{}] section", role);
                 continue;
             }
-            if (ingress && (next->ingress.listen.text != cfg->ingress.listen.text || next->ingress.workers != cfg->ingress.workers))
+            if (ingress && (next->ingress.listen.text != cfg->ingress.listen.text ||
+                            next->ingress.workers != cfg->ingress.workers))
                 spdlog::warn("reload: listen address and workers change only on restart");
             spdlog::info("SIGHUP: reloading {}", config_path);
             std::lock_guard lk(mu);

@@ -77,22 +77,32 @@ std::string MetricsRegistry::render() const {
         o += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
         for (auto& [role, v] : m) o += fmt::format("{}{{role=\"{}\"}} {}\n", name, role, v);
     };
-    emit("sverbs_proxy_requests_total", "counter", "HTTP requests received (ingress) or forwarded (egress).", req);
-    o += "# HELP sverbs_proxy_responses_total Responses by HTTP status.\n# TYPE sverbs_proxy_responses_total counter\n";
+    emit("sverbs_proxy_requests_total", "counter",
+         "HTTP requests received (ingress) or forwarded (egress).", req);
+    o += "# HELP sverbs_proxy_responses_total Responses by HTTP status.\n# TYPE "
+         "sverbs_proxy_responses_total counter\n";
     for (auto& [role, s] : status)
         for (size_t i = 0; i < 600; ++i)
-            if (s[i]) o += fmt::format("sverbs_proxy_responses_total{{role=\"{}\",code=\"{}\"}} {}\n", role, i, s[i]);
+            if (s[i])
+                o += fmt::format("sverbs_proxy_responses_total{{role=\"{}\",code=\"{}\"}} {}\n",
+                                 role, i, s[i]);
     emit("sverbs_proxy_connections_accepted_total", "counter", "Client connections accepted.", acc);
     emit("sverbs_proxy_connections_open", "gauge", "Client connections open.", open);
-    emit("sverbs_proxy_admission_rejects_total", "counter", "Requests refused with 503 (admission limit).", rej);
+    emit("sverbs_proxy_admission_rejects_total", "counter",
+         "Requests refused with 503 (admission limit).", rej);
     emit("sverbs_proxy_timeouts_total", "counter", "Client or upstream timeouts.", tmo);
     emit("sverbs_proxy_bad_requests_total", "counter", "Malformed or oversized requests.", bad);
     emit("sverbs_proxy_inflight_requests", "gauge", "Requests queued or in flight.", inflight);
-    emit("sverbs_proxy_service_requests_total", "counter", "Requests sent to the compute service (egress).", svc_req);
-    emit("sverbs_proxy_service_errors_total", "counter", "Service connection failures (egress).", svc_err);
-    emit("sverbs_proxy_service_retries_total", "counter", "Requests retried on a fresh service connection.", svc_retry);
-    emit("sverbs_proxy_service_connections", "gauge", "Open connections to the service (egress).", svc_conns);
-    emit("sverbs_proxy_service_queue", "gauge", "Requests waiting for a service connection (egress).", svc_queue);
+    emit("sverbs_proxy_service_requests_total", "counter",
+         "Requests sent to the compute service (egress).", svc_req);
+    emit("sverbs_proxy_service_errors_total", "counter", "Service connection failures (egress).",
+         svc_err);
+    emit("sverbs_proxy_service_retries_total", "counter",
+         "Requests retried on a fresh service connection.", svc_retry);
+    emit("sverbs_proxy_service_connections", "gauge", "Open connections to the service (egress).",
+         svc_conns);
+    emit("sverbs_proxy_service_queue", "gauge",
+         "Requests waiting for a service connection (egress).", svc_queue);
 
     // Per upstream (ingress), summed over workers; batching state per worker.
     std::map<std::string, HistSum<11>> bs;
@@ -110,46 +120,88 @@ std::string MetricsRegistry::render() const {
             a[3] += u.batches.get();
         }
     if (!uc.empty()) {
-        o += "# HELP sverbs_proxy_upstream_requests_total Requests routed to the upstream.\n# TYPE sverbs_proxy_upstream_requests_total counter\n";
-        for (auto& [n, a] : uc) o += fmt::format("sverbs_proxy_upstream_requests_total{{upstream=\"{}\"}} {}\n", n, a[0]);
-        o += "# HELP sverbs_proxy_upstream_responses_total Responses received from the channel.\n# TYPE sverbs_proxy_upstream_responses_total counter\n";
-        for (auto& [n, a] : uc) o += fmt::format("sverbs_proxy_upstream_responses_total{{upstream=\"{}\"}} {}\n", n, a[1]);
-        o += "# HELP sverbs_proxy_upstream_failures_total Requests answered locally with 502/504.\n# TYPE sverbs_proxy_upstream_failures_total counter\n";
-        for (auto& [n, a] : uc) o += fmt::format("sverbs_proxy_upstream_failures_total{{upstream=\"{}\"}} {}\n", n, a[2]);
-        o += "# HELP sverbs_proxy_batches_total Batches sent.\n# TYPE sverbs_proxy_batches_total counter\n";
-        for (auto& [n, a] : uc) o += fmt::format("sverbs_proxy_batches_total{{upstream=\"{}\"}} {}\n", n, a[3]);
-        o += "# HELP sverbs_proxy_batch_size Requests per batch.\n# TYPE sverbs_proxy_batch_size histogram\n";
-        for (auto& [n, h] : bs) render_hist(o, "sverbs_proxy_batch_size", fmt::format("upstream=\"{}\"", n), kBatchBuckets, h);
-        o += "# HELP sverbs_proxy_queue_delay_seconds Time from arrival until the request's batch left.\n# TYPE sverbs_proxy_queue_delay_seconds histogram\n";
-        for (auto& [n, h] : qd) render_hist(o, "sverbs_proxy_queue_delay_seconds", fmt::format("upstream=\"{}\"", n), kDelayBuckets, h);
-        o += "# HELP sverbs_proxy_request_duration_seconds Time from arrival until the response was ready.\n# TYPE sverbs_proxy_request_duration_seconds histogram\n";
-        for (auto& [n, h] : lat) render_hist(o, "sverbs_proxy_request_duration_seconds", fmt::format("upstream=\"{}\"", n), kLatencyBuckets, h);
-        o += "# HELP sverbs_proxy_batch_size_target Adaptive batch size target.\n# TYPE sverbs_proxy_batch_size_target gauge\n";
+        o += "# HELP sverbs_proxy_upstream_requests_total Requests routed to the upstream.\n# TYPE "
+             "sverbs_proxy_upstream_requests_total counter\n";
+        for (auto& [n, a] : uc)
+            o += fmt::format("sverbs_proxy_upstream_requests_total{{upstream=\"{}\"}} {}\n", n,
+                             a[0]);
+        o += "# HELP sverbs_proxy_upstream_responses_total Responses received from the channel.\n# "
+             "TYPE sverbs_proxy_upstream_responses_total counter\n";
+        for (auto& [n, a] : uc)
+            o += fmt::format("sverbs_proxy_upstream_responses_total{{upstream=\"{}\"}} {}\n", n,
+                             a[1]);
+        o += "# HELP sverbs_proxy_upstream_failures_total Requests answered locally with "
+             "502/504.\n# TYPE sverbs_proxy_upstream_failures_total counter\n";
+        for (auto& [n, a] : uc)
+            o += fmt::format("sverbs_proxy_upstream_failures_total{{upstream=\"{}\"}} {}\n", n,
+                             a[2]);
+        o += "# HELP sverbs_proxy_batches_total Batches sent.\n# TYPE sverbs_proxy_batches_total "
+             "counter\n";
+        for (auto& [n, a] : uc)
+            o += fmt::format("sverbs_proxy_batches_total{{upstream=\"{}\"}} {}\n", n, a[3]);
+        o += "# HELP sverbs_proxy_batch_size Requests per batch.\n# TYPE sverbs_proxy_batch_size "
+             "histogram\n";
+        for (auto& [n, h] : bs)
+            render_hist(o, "sverbs_proxy_batch_size", fmt::format("upstream=\"{}\"", n),
+                        kBatchBuckets, h);
+        o += "# HELP sverbs_proxy_queue_delay_seconds Time from arrival until the request's batch "
+             "left.\n# TYPE sverbs_proxy_queue_delay_seconds histogram\n";
+        for (auto& [n, h] : qd)
+            render_hist(o, "sverbs_proxy_queue_delay_seconds", fmt::format("upstream=\"{}\"", n),
+                        kDelayBuckets, h);
+        o += "# HELP sverbs_proxy_request_duration_seconds Time from arrival until the response "
+             "was ready.\n# TYPE sverbs_proxy_request_duration_seconds histogram\n";
+        for (auto& [n, h] : lat)
+            render_hist(o, "sverbs_proxy_request_duration_seconds",
+                        fmt::format("upstream=\"{}\"", n), kLatencyBuckets, h);
+        o += "# HELP sverbs_proxy_batch_size_target Adaptive batch size target.\n# TYPE "
+             "sverbs_proxy_batch_size_target gauge\n";
         for (auto& w : workers_)
             for (auto& u : w->upstreams)
-                o += fmt::format("sverbs_proxy_batch_size_target{{upstream=\"{}\",worker=\"{}\"}} {}\n", u.name, w->worker, u.size_target.get());
-        o += "# HELP sverbs_proxy_batch_delay_budget_seconds Adaptive batching delay budget.\n# TYPE sverbs_proxy_batch_delay_budget_seconds gauge\n";
+                o += fmt::format(
+                    "sverbs_proxy_batch_size_target{{upstream=\"{}\",worker=\"{}\"}} {}\n", u.name,
+                    w->worker, u.size_target.get());
+        o += "# HELP sverbs_proxy_batch_delay_budget_seconds Adaptive batching delay budget.\n# "
+             "TYPE sverbs_proxy_batch_delay_budget_seconds gauge\n";
         for (auto& w : workers_)
             for (auto& u : w->upstreams)
-                o += fmt::format("sverbs_proxy_batch_delay_budget_seconds{{upstream=\"{}\",worker=\"{}\"}} {}\n", u.name, w->worker, u.delay_budget_ns.get() / 1e9);
-        o += "# HELP sverbs_proxy_batch_window_p99_seconds p99 latency of the last adaptation window.\n# TYPE sverbs_proxy_batch_window_p99_seconds gauge\n";
+                o += fmt::format(
+                    "sverbs_proxy_batch_delay_budget_seconds{{upstream=\"{}\",worker=\"{}\"}} {}\n",
+                    u.name, w->worker, u.delay_budget_ns.get() / 1e9);
+        o += "# HELP sverbs_proxy_batch_window_p99_seconds p99 latency of the last adaptation "
+             "window.\n# TYPE sverbs_proxy_batch_window_p99_seconds gauge\n";
         for (auto& w : workers_)
             for (auto& u : w->upstreams)
-                o += fmt::format("sverbs_proxy_batch_window_p99_seconds{{upstream=\"{}\",worker=\"{}\"}} {}\n", u.name, w->worker, u.last_p99_ns.get() / 1e9);
-        o += "# HELP sverbs_proxy_batch_adjustments_total Adaptation decisions.\n# TYPE sverbs_proxy_batch_adjustments_total counter\n";
+                o += fmt::format(
+                    "sverbs_proxy_batch_window_p99_seconds{{upstream=\"{}\",worker=\"{}\"}} {}\n",
+                    u.name, w->worker, u.last_p99_ns.get() / 1e9);
+        o += "# HELP sverbs_proxy_batch_adjustments_total Adaptation decisions.\n# TYPE "
+             "sverbs_proxy_batch_adjustments_total counter\n";
         for (auto& w : workers_)
             for (auto& u : w->upstreams) {
-                o += fmt::format("sverbs_proxy_batch_adjustments_total{{upstream=\"{}\",worker=\"{}\",direction=\"up\"}} {}\n", u.name, w->worker, u.increases.get());
-                o += fmt::format("sverbs_proxy_batch_adjustments_total{{upstream=\"{}\",worker=\"{}\",direction=\"down\"}} {}\n", u.name, w->worker, u.decreases.get());
+                o += fmt::format(
+                    "sverbs_proxy_batch_adjustments_total{{upstream=\"{}\",worker=\"{}\",direction="
+                    "\"up\"}} {}\n",
+                    u.name, w->worker, u.increases.get());
+                o += fmt::format(
+                    "sverbs_proxy_batch_adjustments_total{{upstream=\"{}\",worker=\"{}\",direction="
+                    "\"down\"}} {}\n",
+                    u.name, w->worker, u.decreases.get());
             }
-        o += "# HELP sverbs_proxy_upstream_queued Requests waiting for a batch.\n# TYPE sverbs_proxy_upstream_queued gauge\n";
+        o += "# HELP sverbs_proxy_upstream_queued Requests waiting for a batch.\n# TYPE "
+             "sverbs_proxy_upstream_queued gauge\n";
         for (auto& w : workers_)
             for (auto& u : w->upstreams)
-                o += fmt::format("sverbs_proxy_upstream_queued{{upstream=\"{}\",worker=\"{}\"}} {}\n", u.name, w->worker, u.queued.get());
-        o += "# HELP sverbs_proxy_upstream_priority sverbs priority level used for the upstream (0 highest).\n# TYPE sverbs_proxy_upstream_priority gauge\n";
+                o += fmt::format(
+                    "sverbs_proxy_upstream_queued{{upstream=\"{}\",worker=\"{}\"}} {}\n", u.name,
+                    w->worker, u.queued.get());
+        o += "# HELP sverbs_proxy_upstream_priority sverbs priority level used for the upstream (0 "
+             "highest).\n# TYPE sverbs_proxy_upstream_priority gauge\n";
         for (auto& w : workers_)
             for (auto& u : w->upstreams)
-                if (w->worker == 0) o += fmt::format("sverbs_proxy_upstream_priority{{upstream=\"{}\"}} {}\n", u.name, u.priority.get());
+                if (w->worker == 0)
+                    o += fmt::format("sverbs_proxy_upstream_priority{{upstream=\"{}\"}} {}\n",
+                                     u.name, u.priority.get());
     }
 
     // Channels.
@@ -163,23 +215,41 @@ std::string MetricsRegistry::render() const {
             uint64_t (*get)(const ChannelMetrics&);
         };
         static const Def defs[] = {
-            {"sverbs_proxy_channel_up", "gauge", "Channel connected and handshaken.", [](const ChannelMetrics& c) { return static_cast<uint64_t>(c.up.get()); }},
-            {"sverbs_proxy_channel_credits_available", "gauge", "Send credits left.", [](const ChannelMetrics& c) { return static_cast<uint64_t>(c.credits_available.get()); }},
-            {"sverbs_proxy_channel_credits_owed", "gauge", "Receive credits not yet returned.", [](const ChannelMetrics& c) { return static_cast<uint64_t>(c.credits_owed.get()); }},
-            {"sverbs_proxy_channel_bytes_sent_total", "counter", "Bytes sent on the channel.", [](const ChannelMetrics& c) { return c.bytes_tx.get(); }},
-            {"sverbs_proxy_channel_bytes_received_total", "counter", "Bytes received on the channel.", [](const ChannelMetrics& c) { return c.bytes_rx.get(); }},
-            {"sverbs_proxy_channel_frames_sent_total", "counter", "Frames sent.", [](const ChannelMetrics& c) { return c.frames_tx.get(); }},
-            {"sverbs_proxy_channel_frames_received_total", "counter", "Frames received.", [](const ChannelMetrics& c) { return c.frames_rx.get(); }},
-            {"sverbs_proxy_channel_credit_stalls_total", "counter", "Sends deferred for lack of credit.", [](const ChannelMetrics& c) { return c.credit_stalls.get(); }},
-            {"sverbs_proxy_channel_connects_total", "counter", "Successful (re)connections.", [](const ChannelMetrics& c) { return c.connects.get(); }},
-            {"sverbs_proxy_channel_disconnects_total", "counter", "Connections lost.", [](const ChannelMetrics& c) { return c.disconnects.get(); }},
-            {"sverbs_proxy_channel_large_frames_total", "counter", "Frames sent by RDMA WRITE WITH IMM.", [](const ChannelMetrics& c) { return c.large_frames.get(); }},
+            {"sverbs_proxy_channel_up", "gauge", "Channel connected and handshaken.",
+             [](const ChannelMetrics& c) { return static_cast<uint64_t>(c.up.get()); }},
+            {"sverbs_proxy_channel_credits_available", "gauge", "Send credits left.",
+             [](const ChannelMetrics& c) {
+                 return static_cast<uint64_t>(c.credits_available.get());
+             }},
+            {"sverbs_proxy_channel_credits_owed", "gauge", "Receive credits not yet returned.",
+             [](const ChannelMetrics& c) { return static_cast<uint64_t>(c.credits_owed.get()); }},
+            {"sverbs_proxy_channel_bytes_sent_total", "counter", "Bytes sent on the channel.",
+             [](const ChannelMetrics& c) { return c.bytes_tx.get(); }},
+            {"sverbs_proxy_channel_bytes_received_total", "counter",
+             "Bytes received on the channel.",
+             [](const ChannelMetrics& c) { return c.bytes_rx.get(); }},
+            {"sverbs_proxy_channel_frames_sent_total", "counter", "Frames sent.",
+             [](const ChannelMetrics& c) { return c.frames_tx.get(); }},
+            {"sverbs_proxy_channel_frames_received_total", "counter", "Frames received.",
+             [](const ChannelMetrics& c) { return c.frames_rx.get(); }},
+            {"sverbs_proxy_channel_credit_stalls_total", "counter",
+             "Sends deferred for lack of credit.",
+             [](const ChannelMetrics& c) { return c.credit_stalls.get(); }},
+            {"sverbs_proxy_channel_connects_total", "counter", "Successful (re)connections.",
+             [](const ChannelMetrics& c) { return c.connects.get(); }},
+            {"sverbs_proxy_channel_disconnects_total", "counter", "Connections lost.",
+             [](const ChannelMetrics& c) { return c.disconnects.get(); }},
+            {"sverbs_proxy_channel_large_frames_total", "counter",
+             "Frames sent by RDMA WRITE WITH IMM.",
+             [](const ChannelMetrics& c) { return c.large_frames.get(); }},
         };
         for (auto& d : defs) {
             o += fmt::format("# HELP {} {}\n# TYPE {} {}\n", d.name, d.help, d.name, d.type);
             for (auto& w : workers_)
                 for (auto& c : w->channels)
-                    o += fmt::format("{}{{role=\"{}\",worker=\"{}\",peer=\"{}\",transport=\"{}\"}} {}\n", d.name, w->role, w->worker, c.peer, c.transport, d.get(c));
+                    o += fmt::format(
+                        "{}{{role=\"{}\",worker=\"{}\",peer=\"{}\",transport=\"{}\"}} {}\n", d.name,
+                        w->role, w->worker, c.peer, c.transport, d.get(c));
         }
     }
     return o;

@@ -15,14 +15,18 @@ namespace sv {
 
 struct Counter {
     std::atomic<uint64_t> v{0};
-    void inc(uint64_t n = 1) { v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+    void inc(uint64_t n = 1) {
+        v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    }
     uint64_t get() const { return v.load(std::memory_order_relaxed); }
 };
 
 struct Gauge {
     std::atomic<int64_t> v{0};
     void set(int64_t x) { v.store(x, std::memory_order_relaxed); }
-    void add(int64_t x) { v.store(v.load(std::memory_order_relaxed) + x, std::memory_order_relaxed); }
+    void add(int64_t x) {
+        v.store(v.load(std::memory_order_relaxed) + x, std::memory_order_relaxed);
+    }
     int64_t get() const { return v.load(std::memory_order_relaxed); }
 };
 
@@ -44,10 +48,12 @@ struct Histogram {
 };
 
 inline const std::array<double, 11> kBatchBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
-inline const std::array<double, 14> kDelayBuckets = {10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3,
-                                                     2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 1.0};
-inline const std::array<double, 14> kLatencyBuckets = {50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3,
-                                                       10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1.0, 10.0};
+inline const std::array<double, 14> kDelayBuckets = {10e-6,  25e-6, 50e-6,  100e-6, 250e-6,
+                                                     500e-6, 1e-3,  2.5e-3, 5e-3,   10e-3,
+                                                     25e-3,  50e-3, 100e-3, 1.0};
+inline const std::array<double, 14> kLatencyBuckets = {50e-6,  100e-6, 250e-6, 500e-6, 1e-3,
+                                                       2.5e-3, 5e-3,   10e-3,  25e-3,  50e-3,
+                                                       100e-3, 250e-3, 1.0,    10.0};
 
 struct UpstreamMetrics {
     std::string name;
@@ -65,7 +71,8 @@ struct ChannelMetrics {
     std::string peer;
     std::string transport;
     Gauge up, credits_available, credits_owed;
-    Counter bytes_tx, bytes_rx, frames_tx, frames_rx, credit_stalls, connects, disconnects, large_frames;
+    Counter bytes_tx, bytes_rx, frames_tx, frames_rx, credit_stalls, connects, disconnects,
+        large_frames;
 };
 
 struct WorkerMetrics {
@@ -82,11 +89,11 @@ struct WorkerMetrics {
 };
 
 class MetricsRegistry {
-public:
+  public:
     WorkerMetrics& add_worker(std::string role, int index);
     std::string render() const;
 
-private:
+  private:
     mutable std::mutex mu_;
     std::deque<std::unique_ptr<WorkerMetrics>> workers_;
 };

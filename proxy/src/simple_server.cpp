@@ -30,7 +30,8 @@ struct SimpleServer::Conn final : StreamConn::Events {
     int64_t last_active = 0, started = 0;
     bool closed = false;
 
-    Conn(SimpleServer& sv, size_t i, int fd) : srv(sv), index(i), s(sv.ring_, *this), parser(HttpParser::Mode::Request, sv.limits_) {
+    Conn(SimpleServer& sv, size_t i, int fd)
+        : srv(sv), index(i), s(sv.ring_, *this), parser(HttpParser::Mode::Request, sv.limits_) {
         last_active = now_ns();
         s.attach(fd);
     }
@@ -42,7 +43,8 @@ struct SimpleServer::Conn final : StreamConn::Events {
             auto p = parser.feed(data);
             data.remove_prefix(p.consumed);
             if (p.state == HttpParser::State::Error) {
-                write_response(s.out(), p.status, "Content-Type: text/plain\r\n", std::string(http_reason(p.status)) + "\n", false);
+                write_response(s.out(), p.status, "Content-Type: text/plain\r\n",
+                               std::string(http_reason(p.status)) + "\n", false);
                 s.close_after_flush(true);
                 return;
             }
@@ -119,7 +121,8 @@ void SimpleServer::sweep(int64_t now) {
         bool idle = !c->parser.started() && now - c->last_active > idle_ns_;
         bool slow = c->parser.started() && now - c->started > idle_ns_;
         bool stuck = c->s.send_started_ns() && now - c->s.send_started_ns() > idle_ns_;
-        if (idle || slow || stuck || (stopping_ && !c->parser.started() && c->s.unsent() == 0)) c->s.close();
+        if (idle || slow || stuck || (stopping_ && !c->parser.started() && c->s.unsent() == 0))
+            c->s.close();
     }
 }
 

@@ -20,16 +20,16 @@ struct SimpleResponse {
 };
 
 class SimpleServer {
-public:
+  public:
     using Handler = std::function<void(const HttpParser& req, SimpleResponse& resp)>;
     SimpleServer(Ring& ring, HttpLimits limits, int64_t idle_timeout_ms, Handler h);
     ~SimpleServer();
     Status listen(const Endpoint& ep, bool reuseport);
-    void stop();                 // stop accepting, close idle connections
-    void sweep(int64_t now);     // idle / slow-client timeouts
+    void stop();              // stop accepting, close idle connections
+    void sweep(int64_t now);  // idle / slow-client timeouts
     size_t open() const { return open_; }
 
-private:
+  private:
     struct Conn;
     void on_accept(int fd);
     Ring& ring_;

@@ -22,11 +22,11 @@ struct ChannelStats {
     uint64_t frames_tx = 0, frames_rx = 0;
     uint64_t credit_stalls = 0;  // a data frame wanted to go but no credit was left
     uint64_t connects = 0, disconnects = 0;
-    uint64_t large_frames = 0;   // RDMA: frames sent by WRITE_WITH_IMM
+    uint64_t large_frames = 0;  // RDMA: frames sent by WRITE_WITH_IMM
 };
 
 class ChannelEvents {
-public:
+  public:
     virtual void on_channel_up(Channel& ch) = 0;
     // All frames in flight on the channel are lost; the channel may come back (dialled).
     virtual void on_channel_down(Channel& ch) = 0;
@@ -34,12 +34,12 @@ public:
     // Credits came back: blocked data frames may go now.
     virtual void on_writable(Channel& ch) = 0;
 
-protected:
+  protected:
     ~ChannelEvents() = default;
 };
 
 class Channel {
-public:
+  public:
     virtual ~Channel() = default;
     virtual bool up() const = 0;
     // A data frame may be sent now (up, peer not draining, credit left).
@@ -59,17 +59,18 @@ public:
     // The peer said Goodbye: send no new requests.
     virtual bool peer_draining() const = 0;
 
-    std::string name;         // peer name (egress host name or peer address)
-    uint32_t id = 0;          // unique within the worker
-    uint64_t epoch = 0;       // bumped every time the channel comes up
-    size_t user_index = 0;    // owner's bookkeeping
+    std::string name;       // peer name (egress host name or peer address)
+    uint32_t id = 0;        // unique within the worker
+    uint64_t epoch = 0;     // bumped every time the channel comes up
+    size_t user_index = 0;  // owner's bookkeeping
 };
 
 class Transport {
-public:
+  public:
     virtual ~Transport() = default;
     // Active side: a channel that connects, and reconnects with backoff, by itself.
-    virtual std::unique_ptr<Channel> dial(const Endpoint& ep, std::string name, ChannelEvents& ev) = 0;
+    virtual std::unique_ptr<Channel> dial(const Endpoint& ep, std::string name,
+                                          ChannelEvents& ev) = 0;
     // Passive side: accepted channels are owned by the transport and reported through
     // on_channel_up / on_channel_down; after on_channel_down the pointer is dead.
     virtual Status listen(const Endpoint& ep, ChannelEvents& ev) = 0;

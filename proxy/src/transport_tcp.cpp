@@ -15,7 +15,7 @@ namespace {
 class TcpTransport;
 
 class TcpChannel final : public Channel, public StreamConn::Events {
-public:
+  public:
     TcpChannel(TcpTransport& t, ChannelEvents& ev, bool active, Endpoint ep);
     ~TcpChannel() override;
 
@@ -37,7 +37,7 @@ public:
     std::string_view transport_name() const override { return "tcp"; }
     bool peer_draining() const override { return core_.peer_draining; }
 
-private:
+  private:
     enum class State { Idle, Connecting, Handshake, Up, Dead };
     void on_data(StreamConn& c, std::string_view data) override;
     void on_connect(StreamConn& c, int err) override;
@@ -64,11 +64,12 @@ private:
 };
 
 class TcpTransport final : public Transport {
-public:
+  public:
     TcpTransport(Ring& ring, const TransportOptions& o) : ring_(ring), o_(o) {}
     ~TcpTransport() override { passive_.clear(); }
 
-    std::unique_ptr<Channel> dial(const Endpoint& ep, std::string name, ChannelEvents& ev) override {
+    std::unique_ptr<Channel> dial(const Endpoint& ep, std::string name,
+                                  ChannelEvents& ev) override {
         auto ch = std::make_unique<TcpChannel>(*this, ev, true, ep);
         ch->name = std::move(name);
         ch->id = next_id_++;
@@ -107,7 +108,7 @@ public:
     const TransportOptions& opts() const { return o_; }
     std::mt19937& rng() { return rng_; }
 
-private:
+  private:
     Ring& ring_;
     TransportOptions o_;
     std::vector<TcpChannel*> active_;
@@ -287,11 +288,14 @@ bool TcpChannel::handle(const FrameHeader& h, std::string_view payload) {
             ev_.on_frame(*this, h, payload);
             core_.ret.consumed(1);
             break;
-        case ChannelCore::Action::Ping: send_control(FrameType::Pong); break;
+        case ChannelCore::Action::Ping:
+            send_control(FrameType::Pong);
+            break;
         case ChannelCore::Action::Goodbye:
             spdlog::info("channel {}: peer is draining", name);
             break;
-        default: break;
+        default:
+            break;
     }
     if (!could_send && core_.send.can_send() && up()) ev_.on_writable(*this);
     return true;
@@ -342,7 +346,8 @@ int64_t TcpChannel::tick(int64_t now) {
             }
             if (now - last_tx_ >= hb) send_control(FrameType::Ping);
             return std::min(last_tx_ + hb, last_rx_ + 3 * hb + 1);
-        case State::Dead: break;
+        case State::Dead:
+            break;
     }
     return now + hb;
 }

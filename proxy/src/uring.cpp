@@ -5,13 +5,13 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <poll.h>
 
 namespace sv {
 
@@ -19,7 +19,8 @@ namespace {
 constexpr size_t kFallbackRecv = 16 * 1024;
 
 uint64_t token(uint32_t slot, uint32_t gen, Op op) {
-    return (static_cast<uint64_t>(slot) << 32) | ((gen & 0xffffffu) << 8) | static_cast<uint8_t>(op);
+    return (static_cast<uint64_t>(slot) << 32) | ((gen & 0xffffffu) << 8) |
+           static_cast<uint8_t>(op);
 }
 }  // namespace
 
@@ -39,7 +40,8 @@ Result<SockAddr> resolve(const Endpoint& ep) {
     addrinfo* res = nullptr;
     std::string port = std::to_string(ep.port);
     int rc = getaddrinfo(ep.host.c_str(), port.c_str(), &hints, &res);
-    if (rc != 0 || !res) return make_error(fmt::format("cannot resolve {}: {}", ep.text, gai_strerror(rc)));
+    if (rc != 0 || !res)
+        return make_error(fmt::format("cannot resolve {}: {}", ep.text, gai_strerror(rc)));
     std::memcpy(&a.addr, res->ai_addr, res->ai_addrlen);
     a.len = res->ai_addrlen;
     a.family = res->ai_family;
@@ -89,10 +91,12 @@ Status Ring::init(unsigned entries, unsigned bufs, unsigned buf_size) {
     unsigned n = 1;
     while (n < bufs && n < 32768) n <<= 1;
     br_bytes_ = n * sizeof(io_uring_buf);
-    void* mem = mmap(nullptr, br_bytes_, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+    void* mem =
+        mmap(nullptr, br_bytes_, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
     if (mem == MAP_FAILED) return {};
     bufs_bytes_ = static_cast<size_t>(n) * buf_size;
-    void* data = mmap(nullptr, bufs_bytes_, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+    void* data =
+        mmap(nullptr, bufs_bytes_, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
     if (data == MAP_FAILED) {
         munmap(mem, br_bytes_);
         return {};
@@ -166,7 +170,9 @@ io_uring_sqe* Ring::sqe() {
     return s;
 }
 
-uint64_t Ring::token_of(uint32_t slot, Op op) const { return token(slot, handlers_[slot].gen, op); }
+uint64_t Ring::token_of(uint32_t slot, Op op) const {
+    return token(slot, handlers_[slot].gen, op);
+}
 
 void Ring::tag(io_uring_sqe* s, uint32_t slot, Op op) {
     io_uring_sqe_set_data64(s, token(slot, handlers_[slot].gen, op));
@@ -182,7 +188,8 @@ void Ring::dispatch(const io_uring_cqe& c) {
         return;
     }
     // Stale completion: give a selected buffer back.
-    if (c.flags & IORING_CQE_F_BUFFER) recycle(static_cast<uint16_t>(c.flags >> IORING_CQE_BUFFER_SHIFT));
+    if (c.flags & IORING_CQE_F_BUFFER)
+        recycle(static_cast<uint16_t>(c.flags >> IORING_CQE_BUFFER_SHIFT));
 }
 
 int Ring::run_once(int64_t timeout_ns) {
@@ -290,8 +297,10 @@ void StreamConn::close_after_flush(bool linger) {
     if (closing_) return;
     close_after_flush_ = true;
     linger_ = linger_ || linger;
-    if (!send_inflight_ && out_.empty()) finish_output();
-    else flush();
+    if (!send_inflight_ && out_.empty())
+        finish_output();
+    else
+        flush();
 }
 
 void StreamConn::finish_output() {
@@ -358,7 +367,8 @@ void StreamConn::on_cqe(Op op, int res, uint32_t flags) {
                 bytes_in += static_cast<uint64_t>(res);
                 if (flags & IORING_CQE_F_BUFFER) {
                     auto bid = static_cast<uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT);
-                    if (!closing_ && !close_after_flush_) ev_.on_data(*this, ring_.buffer(bid, static_cast<size_t>(res)));
+                    if (!closing_ && !close_after_flush_)
+                        ev_.on_data(*this, ring_.buffer(bid, static_cast<size_t>(res)));
                     ring_.recycle(bid);
                 } else if (!closing_ && !close_after_flush_) {
                     ev_.on_data(*this, {rbuf_.get(), static_cast<size_t>(res)});
@@ -488,12 +498,15 @@ void Waker::on_cqe(Op, int, uint32_t) {
 
 // ---------------------------------------------------------------- FdWatch
 
-FdWatch::FdWatch(Ring& ring, int fd, std::function<void()> cb) : ring_(ring), fd_(fd), cb_(std::move(cb)) {
+FdWatch::FdWatch(Ring& ring, int fd, std::function<void()> cb)
+    : ring_(ring), fd_(fd), cb_(std::move(cb)) {
     slot_ = ring_.add(this);
     arm();
 }
 
-FdWatch::~FdWatch() { cancel(); }
+FdWatch::~FdWatch() {
+    cancel();
+}
 
 void FdWatch::cancel() {
     if (cancelled_) return;

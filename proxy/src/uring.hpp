@@ -26,10 +26,10 @@ namespace sv {
 enum class Op : uint8_t { Accept = 1, Recv, Send, Connect, Poll, Read, Cancel, Closed, Timeout };
 
 class IoHandler {
-public:
+  public:
     virtual void on_cqe(Op op, int res, uint32_t flags) = 0;
 
-protected:
+  protected:
     ~IoHandler() = default;
 };
 
@@ -43,7 +43,7 @@ Result<SockAddr> resolve(const Endpoint& ep);
 Result<int> listen_socket(const Endpoint& ep, bool reuseport, int backlog = 4096);
 
 class Ring {
-public:
+  public:
     static constexpr uint16_t kBufGroup = 7;
 
     Ring() = default;
@@ -73,10 +73,10 @@ public:
     }
     void recycle(uint16_t bid);
 
-    bool multishot_recv = true;    // cleared if the kernel refuses it
+    bool multishot_recv = true;  // cleared if the kernel refuses it
     bool multishot_accept = true;
 
-private:
+  private:
     struct Entry {
         IoHandler* h = nullptr;
         uint32_t gen = 0;
@@ -100,16 +100,16 @@ private:
 };
 
 class StreamConn final : public IoHandler {
-public:
+  public:
     class Events {
-    public:
+      public:
         virtual void on_data(StreamConn& c, std::string_view data) = 0;
         virtual void on_connect(StreamConn&, int /*err*/) {}
         virtual void on_drained(StreamConn&) {}
         // Final: the fd is closed; the owner may now destroy the StreamConn.
         virtual void on_closed(StreamConn& c) = 0;
 
-    protected:
+      protected:
         ~Events() = default;
     };
 
@@ -137,7 +137,7 @@ public:
     int64_t send_started_ns() const { return send_inflight_ ? send_started_ : 0; }
     uint64_t bytes_in = 0, bytes_out = 0;
 
-private:
+  private:
     void on_cqe(Op op, int res, uint32_t flags) override;
     void arm_recv();
     void submit_send();
@@ -160,7 +160,7 @@ private:
 };
 
 class Acceptor final : public IoHandler {
-public:
+  public:
     using Callback = std::function<void(int fd)>;
     Acceptor(Ring& ring, Callback cb) : ring_(ring), cb_(std::move(cb)) {}
     ~Acceptor();
@@ -168,7 +168,7 @@ public:
     void stop();  // stop accepting, close the listening socket
     bool active() const { return fd_ >= 0; }
 
-private:
+  private:
     void on_cqe(Op op, int res, uint32_t flags) override;
     void arm();
     Ring& ring_;
@@ -180,12 +180,12 @@ private:
 
 // Cross-thread wake-up: notify() from any thread runs the callback on the ring's thread.
 class Waker final : public IoHandler {
-public:
+  public:
     Waker(Ring& ring, std::function<void()> cb);
     ~Waker();
     void notify();
 
-private:
+  private:
     void on_cqe(Op op, int res, uint32_t flags) override;
     void arm();
     Ring& ring_;
@@ -197,12 +197,12 @@ private:
 
 // Multishot readiness poll on a foreign fd (ibverbs completion channel, rdmacm events).
 class FdWatch final : public IoHandler {
-public:
+  public:
     FdWatch(Ring& ring, int fd, std::function<void()> cb);
     ~FdWatch();
     void cancel();
 
-private:
+  private:
     void on_cqe(Op op, int res, uint32_t flags) override;
     void arm();
     Ring& ring_;

@@ -16,10 +16,10 @@ namespace sv {
 
 // Cross-thread control of a running worker.
 class WorkerControl {
-public:
+  public:
     virtual ~WorkerControl() = default;
-    virtual void drain() = 0;                                       // SIGTERM
-    virtual void reload(std::shared_ptr<const Config> cfg) = 0;     // SIGHUP
+    virtual void drain() = 0;                                    // SIGTERM
+    virtual void reload(std::shared_ptr<const Config> cfg) = 0;  // SIGHUP
 };
 
 struct WorkerContext {

@@ -70,7 +70,7 @@ void test_increase_when_under_slo() {
     int64_t now = 0;
     window(b, 1'000'000, now);  // p99 = 1 ms < 0.8 * 10 ms
     CU_ASSERT_EQUAL(b.stats().increases, 1u);
-    CU_ASSERT_EQUAL(b.size_target(), 10u);                  // + 32/16
+    CU_ASSERT_EQUAL(b.size_target(), 10u);                    // + 32/16
     CU_ASSERT_EQUAL(b.delay_budget_ns(), 200'000 + 100'000);  // + 1.6ms/16
     for (int i = 0; i < 100; ++i) window(b, 1'000'000, now);
     CU_ASSERT_EQUAL(b.size_target(), 32u);  // ceiling
@@ -91,10 +91,12 @@ void test_p99_uses_tail() {
     BatchPolicy b(params());
     int64_t now = 0;
     // 512 samples: 5 at 50 ms are 0.98% of the window -> p99 index 506 is 1 ms: increase.
-    for (size_t i = 0; i < BatchPolicy::kMaxSamples; ++i) b.on_latency(i < 5 ? 50'000'000 : 1'000'000, now += 1000);
+    for (size_t i = 0; i < BatchPolicy::kMaxSamples; ++i)
+        b.on_latency(i < 5 ? 50'000'000 : 1'000'000, now += 1000);
     CU_ASSERT_EQUAL(b.stats().last_p99_ns, 1'000'000);
     // 6 slow ones reach the p99 index: decrease.
-    for (size_t i = 0; i < BatchPolicy::kMaxSamples; ++i) b.on_latency(i < 6 ? 50'000'000 : 1'000'000, now += 1000);
+    for (size_t i = 0; i < BatchPolicy::kMaxSamples; ++i)
+        b.on_latency(i < 6 ? 50'000'000 : 1'000'000, now += 1000);
     CU_ASSERT_EQUAL(b.stats().last_p99_ns, 50'000'000);
     CU_ASSERT_EQUAL(b.stats().decreases, 1u);
 }
@@ -103,7 +105,8 @@ void test_time_window() {
     BatchPolicy b(params());
     int64_t now = 1'000'000'000;
     // Fewer than kMinSamples never closes a window, however long it takes.
-    for (size_t i = 0; i < BatchPolicy::kMinSamples - 1; ++i) b.on_latency(1'000'000, now += BatchPolicy::kWindowNs);
+    for (size_t i = 0; i < BatchPolicy::kMinSamples - 1; ++i)
+        b.on_latency(1'000'000, now += BatchPolicy::kWindowNs);
     CU_ASSERT_EQUAL(b.stats().windows, 0u);
     b.on_latency(1'000'000, now += BatchPolicy::kWindowNs);
     CU_ASSERT_EQUAL(b.stats().windows, 1u);

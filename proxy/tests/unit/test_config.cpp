@@ -51,7 +51,9 @@ prefix = "/"
 upstream = "bulk"
 )";
 
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+bool contains(const std::string& s, const std::string& sub) {
+    return s.find(sub) != std::string::npos;
+}
 
 void test_good() {
     auto r = parse_config(kGood, "good.toml");
@@ -99,18 +101,24 @@ void test_errors_name_line() {
     // syntax error on line 3
     expect_error("[ingress]\nlisten = \"127.0.0.1:1\"\nworkers = = 2\n", "t.toml:3:", "");
     // unknown key on line 3
-    expect_error("[egress]\nlisten = \"127.0.0.1:1\"\nlisten_port = 5\n", "t.toml:3:", "unknown key 'listen_port'");
+    expect_error("[egress]\nlisten = \"127.0.0.1:1\"\nlisten_port = 5\n",
+                 "t.toml:3:", "unknown key 'listen_port'");
     // out of range on line 4
-    expect_error("[egress]\nlisten = \"127.0.0.1:1\"\n\nworkers = 0\n", "t.toml:4:", "out of range");
+    expect_error("[egress]\nlisten = \"127.0.0.1:1\"\n\nworkers = 0\n",
+                 "t.toml:4:", "out of range");
     // wrong type on line 2
-    expect_error("[egress]\nworkers = \"two\"\nlisten = \"127.0.0.1:1\"\n", "t.toml:2:", "must be an integer");
+    expect_error("[egress]\nworkers = \"two\"\nlisten = \"127.0.0.1:1\"\n",
+                 "t.toml:2:", "must be an integer");
     // bad endpoint on line 2
     expect_error("[egress]\nlisten = \"nohostport\"\n", "t.toml:2:", "host:port");
     // bad size on line 3
-    expect_error("[channel]\n\nmax_frame_bytes = \"12 parsecs\"\n[egress]\nlisten=\"a:1\"\n", "t.toml:3:", "not a size");
+    expect_error("[channel]\n\nmax_frame_bytes = \"12 parsecs\"\n[egress]\nlisten=\"a:1\"\n",
+                 "t.toml:3:", "not a size");
     // route naming an unknown upstream: line of the [[route]] table (5)
-    expect_error("[egress]\nlisten = \"127.0.0.1:1\"\n[[upstream]]\nname = \"a\"\n[[route]]\nprefix = \"/x\"\nupstream = \"b\"\n",
-                 "t.toml:5:", "unknown upstream 'b'");
+    expect_error(
+        "[egress]\nlisten = \"127.0.0.1:1\"\n[[upstream]]\nname = \"a\"\n[[route]]\nprefix = "
+        "\"/x\"\nupstream = \"b\"\n",
+        "t.toml:5:", "unknown upstream 'b'");
     // bad transport on line 2
     expect_error("[channel]\ntransport = \"carrier-pigeon\"\n", "t.toml:2:", "transport");
     // neither role

@@ -9,7 +9,9 @@ using S = HttpParser::State;
 
 namespace {
 
-HttpLimits lim() { return HttpLimits{256, 100}; }
+HttpLimits lim() {
+    return HttpLimits{256, 100};
+}
 
 void test_simple_and_pipelined() {
     HttpParser p(HttpParser::Mode::Request, lim());
@@ -36,7 +38,9 @@ void test_simple_and_pipelined() {
 
 void test_byte_by_byte_chunked() {
     HttpParser p(HttpParser::Mode::Request, lim());
-    std::string in = "POST /c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+    std::string in =
+        "POST /c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: "
+        "chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
     HttpParser::Progress r;
     for (size_t i = 0; i < in.size(); ++i) {
         r = p.feed(std::string_view(in).substr(i, 1));
@@ -64,7 +68,8 @@ void test_limits() {
     }
     {
         HttpParser p(HttpParser::Mode::Request, lim());
-        std::string in = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n64\r\n" + std::string(100, 'x') + "\r\n1\r\ny\r\n0\r\n\r\n";
+        std::string in = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n64\r\n" +
+                         std::string(100, 'x') + "\r\n1\r\ny\r\n0\r\n\r\n";
         auto r = p.feed(in);
         CU_ASSERT(r.state == S::Error);
         CU_ASSERT_EQUAL(r.status, 413);
@@ -77,7 +82,8 @@ void test_limits() {
 }
 
 void test_malformed() {
-    const char* bad[] = {"BLAH / HTTP/1.1\r\n\r\n", "GET / HTTP/9.9x\r\n\r\n", "GET / HTTP/1.1\r\nNo colon here\r\n\r\n",
+    const char* bad[] = {"BLAH / HTTP/1.1\r\n\r\n", "GET / HTTP/9.9x\r\n\r\n",
+                         "GET / HTTP/1.1\r\nNo colon here\r\n\r\n",
                          "GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"};
     for (auto* b : bad) {
         HttpParser p(HttpParser::Mode::Request, lim());
@@ -92,7 +98,9 @@ void test_malformed() {
 
 void test_expect_and_close() {
     HttpParser p(HttpParser::Mode::Request, lim());
-    auto r = p.feed("PUT /x HTTP/1.1\r\nExpect: 100-continue\r\nConnection: close\r\nContent-Length: 2\r\n\r\n");
+    auto r = p.feed(
+        "PUT /x HTTP/1.1\r\nExpect: 100-continue\r\nConnection: close\r\nContent-Length: "
+        "2\r\n\r\n");
     CU_ASSERT(r.state == S::Incomplete);
     CU_ASSERT_TRUE(p.headers_complete());
     CU_ASSERT_TRUE(p.expect_continue());
@@ -108,7 +116,9 @@ void test_expect_and_close() {
 void test_responses() {
     HttpLimits l{4096, 1 << 20};
     HttpParser p(HttpParser::Mode::Response, l);
-    auto r = p.feed("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\nX-A: b\r\n\r\n4\r\nbody\r\n0\r\n\r\n");
+    auto r = p.feed(
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\nX-A: "
+        "b\r\n\r\n4\r\nbody\r\n0\r\n\r\n");
     CU_ASSERT_FATAL(r.state == S::Complete);
     CU_ASSERT_EQUAL(p.status, 201);
     CU_ASSERT_EQUAL(p.body, std::string("body"));
