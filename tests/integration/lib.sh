@@ -1,0 +1,129 @@
+# lib.sh - shared helpers of the shell integration tests (sourced, bash).
+#
+# A test script is one file that runs twice: on the host it re-executes itself
+# inside a Soft-RoCE guest (itest_enter_vm), and in the guest it does the work:
+#
+#   . "$(dirname "$0")/lib.sh"
+#   itest_enter_vm "$0" "$@"          # host: exec run-in-vm.sh; guest: returns
+#   itest_use_prefix "$1"             # source <prefix>/env.sh (or "system")
+#   itest_pair NAME PORT -- SERVER CMD -- CLIENT CMD
+#   check "description" COMMAND...    # ok / not ok line, counted
+#   itest_done                        # "N passed, N failed, N skipped"; status
+#
+# Statuses: 0 all passed; 1 some check failed; 77 skipped (meson's SKIP: no
+# guest can be started, a tool is missing), always with the reason printed.
+# The host side needs SVERBS_VM_RUNNER (default ../vm/run-in-vm.sh).
+# Output of every run is kept in $ITEST_OUT (in the guest's tmpfs) and shown
+# for a failed check.
+
+ITEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+: "${SVERBS_VM_RUNNER:=$ITEST_DIR/../vm/run-in-vm.sh}"
+ITEST_PASS=0 ITEST_FAIL=0 ITEST_SKIP=0
+
+skip_all() { echo "SKIP: $*"; exit 77; }
+
+# itest_enter_vm SCRIPT ARGS...: on the host, run SCRIPT ARGS inside a guest
+# and exit with its status (77 with a reason when no guest can start); in the
+# guest (SVERBS_VM_HOST is set) just return.
+itest_enter_vm() {
+  [ -z "${SVERBS_VM_HOST:-}" ] || return 0
+  local why cmd
+  why=$("$SVERBS_VM_RUNNER" --check 2>&1) || skip_all "cannot start a guest: $why"
+  cmd=$(printf '%q ' bash "$@")
+  exec "$SVERBS_VM_RUNNER" "$cmd"
+}
+
+# itest_use_prefix PREFIX: use our rdma-core build (source PREFIX/env.sh), or
+# the system's with PREFIX=system (only for developing these tests).
+# Sets ITEST_LIBDIR: where libibverbs.so.1 must come from (an ERE).
+itest_use_prefix() {
+  ITEST_PREFIX=${1:?prefix}
+  if [ "$ITEST_PREFIX" = system ]; then
+    ITEST_LIBDIR='(/usr)?/lib/x86_64-linux-gnu'
+  else
+    [ -r "$ITEST_PREFIX/env.sh" ] || skip_all "no $ITEST_PREFIX/env.sh: rdma-core prefix not built"
+    # shellcheck disable=SC1091
+    . "$ITEST_PREFIX/env.sh"
+    ITEST_LIBDIR=$ITEST_PREFIX/lib
+    [ -e "$ITEST_LIBDIR/libibverbs.so.1" ] || skip_all "no libibverbs.so.1 in $ITEST_LIBDIR"
+    ls "$ITEST_LIBDIR"/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 ||
+      skip_all "no rxe provider in $ITEST_LIBDIR/libibverbs"
+  fi
+  ITEST_OUT=$(mktemp -d /tmp/itest.XXXXXX)
+  echo "# rdma-core: $ITEST_PREFIX (libs from $ITEST_LIBDIR); guest $SVERBS_VM_HOST; SVERBS=${SVERBS-<unset>}"
+}
+
+itest_need() {  # itest_need TOOL...: skip the whole script if one is missing
+  local t
+  for t in "$@"; do command -v "$t" >/dev/null || skip_all "$t not installed"; done
+}
+
+pass() { ITEST_PASS=$((ITEST_PASS + 1)); echo "ok - $*"; }
+fail() { ITEST_FAIL=$((ITEST_FAIL + 1)); echo "not ok - $*"; }
+skip() { ITEST_SKIP=$((ITEST_SKIP + 1)); echo "ok - # SKIP $*"; }
+check() {  # check DESCRIPTION COMMAND...: pass iff COMMAND succeeds
+  local d=$1; shift
+  if "$@"; then pass "$d"; else fail "$d"; fi
+}
+not() { ! "$@"; }
+
+itest_done() {
+  echo "$ITEST_PASS passed, $ITEST_FAIL failed, $ITEST_SKIP skipped"
+  [ "$ITEST_FAIL" = 0 ] || return 1
+  [ "$ITEST_PASS" != 0 ] || { echo "SKIP: nothing ran"; return 77; }
+  return 0
+}
+
+show() {  # show FILE...: print files indented (after a failed check)
+  local f
+  for f in "$@"; do echo "# --- $f"; sed 's/^/#   /' "$f" 2>/dev/null | tail -n 40; done
+}
+
+# itest_pair NAME PORT [--cm] -- SERVER... -- CLIENT...
+# Run SERVER in the background, wait until it listens on PORT (TCP, or an
+# RDMA CM id with --cm), run CLIENT, wait for SERVER.  Both run with
+# LD_DEBUG=libs (logs: $ITEST_OUT/NAME.{srv,cli}.ld.<pid>) and a 120 s
+# timeout.  Results: $ITEST_OUT/NAME.{srv,cli}.{out,rc}.
+itest_pair() {
+  local name=$1 port=$2 cm= srv=() cli=() o=$ITEST_OUT/$1 spid
+  shift 2
+  [ "$1" != --cm ] || { cm=--cm; shift; }
+  [ "$1" = -- ] || { echo "itest_pair: usage" >&2; return 2; }
+  shift
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
+  shift
+  cli=("$@")
+  LD_DEBUG=libs LD_DEBUG_OUTPUT=$o.srv.ld timeout 120 "${srv[@]}" >"$o.srv.out" 2>&1 &
+  spid=$!
+  if ! vm-wait-listen $cm "$port" 60 2>>"$o.srv.out"; then
+    kill "$spid" 2>/dev/null || true
+  else
+    LD_DEBUG=libs LD_DEBUG_OUTPUT=$o.cli.ld timeout 120 "${cli[@]}" >"$o.cli.out" 2>&1
+    echo $? > "$o.cli.rc"
+  fi
+  [ -e "$o.cli.rc" ] || echo 125 > "$o.cli.rc"
+  wait "$spid"
+  echo $? > "$o.srv.rc"
+}
+rc_of() { cat "$ITEST_OUT/$1.rc" 2>/dev/null || echo missing; }
+
+# libs_from_prefix NAME.srv|NAME.cli: the LD_DEBUG log of that process shows
+# libibverbs.so.1 and the rxe provider loaded from ITEST_LIBDIR (our build).
+libs_from_prefix() {
+  local logs=("$ITEST_OUT/$1".ld.*)
+  [ -e "${logs[0]}" ] || { echo "# no LD_DEBUG log for $1"; return 1; }
+  grep -h 'calling init: ' "${logs[@]}" > "$ITEST_OUT/$1.inits" || true
+  grep -Eq "calling init: $ITEST_LIBDIR/libibverbs\.so\.1\$" "$ITEST_OUT/$1.inits" &&
+    grep -Eq "calling init: $ITEST_LIBDIR/libibverbs/librxe-rdmav[0-9]+\.so\$" "$ITEST_OUT/$1.inits" ||
+    { echo "# $1 did not load libibverbs + librxe from $ITEST_LIBDIR:"; show "$ITEST_OUT/$1.inits"; return 1; }
+}
+
+# layer_state: "on" / "off" - whether the sverbs layer is active in a process
+# with the current environment, seen from outside the layer: with the layer
+# on, every CQ it manages gets cq_headroom extra CQEs, so a CQ asked for 63
+# entries reports more (rxe rounds 63 up to 63 exactly).  "n/a" with the
+# system rdma-core (no pyverbs there).
+layer_state() {
+  if [ "$ITEST_PREFIX" = system ]; then echo n/a; return; fi
+  /usr/bin/python3 "$ITEST_DIR/layer-state.py" "${1:-$SVERBS_VM_DEV}"
+}

@@ -1,0 +1,77 @@
+#!/bin/bash
+# perftest.sh PREFIX [MODE...] - perftest over rxe1 (server) <- rxe0 (client),
+# in one guest, once per MODE (SVERBS=off / on; default: off on):
+#   ib_write_bw, ib_write_lat, ib_read_bw, ib_send_lat, ib_send_bw -q 4
+# all with -x 1 (RoCE v2 GID) -F (no CPU frequency check in a VM).
+# Asserted, for client and server: exit 0, loaded libibverbs + librxe from
+# PREFIX, a result row with the requested message size and the complete
+# iteration count, and sane numbers (bandwidth and message rate > 0;
+# 0 < t_min <= t_avg <= t_max).  No timing thresholds: a TCG guest on a
+# shared host is far too noisy for that.  The layer state (layer-state.py)
+# must equal MODE.  Iteration counts are small: the point is correctness.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+itest_enter_vm "$0" "$@"
+
+itest_use_prefix "${1:?usage: perftest.sh PREFIX [off|on]...}"
+shift
+MODES=("$@"); [ ${#MODES[@]} -gt 0 ] || MODES=(off on)
+itest_need ib_write_bw ib_write_lat ib_read_bw ib_send_lat ib_send_bw
+
+# name | args | kind | size | iterations expected in the result row
+TESTS=(
+  "ib_write_bw|-s 65536 -n 200|bw|65536|200"
+  "ib_write_lat|-s 2 -n 300|lat|2|300"
+  "ib_read_bw|-s 65536 -n 200|bw|65536|200"
+  "ib_send_lat|-s 2 -n 300|lat|2|300"
+  "ib_send_bw|-q 4 -s 65536 -n 100|bw|65536|400"   # 100 per QP
+)
+
+# result_row FILE: the fields of the line after perftest's "#bytes" header
+result_row() { awk 'found { print; exit } /^ *#bytes/ { found = 1 }' "$1"; }
+
+# sane_row KIND SIZE ITERS FIELDS...: the row's numbers make sense
+sane_row() {
+  local kind=$1 size=$2 iters=$3; shift 3
+  [ $# -ge 5 ] || { echo "# no result row"; return 1; }
+  [ "$1" = "$size" ] || { echo "# size $1, want $size"; return 1; }
+  [ "$2" = "$iters" ] || { echo "# iterations $2, want $iters"; return 1; }
+  case "$kind" in
+    bw)  # bytes iters peak avg msgrate: (the server's peak may read 0.00)
+      awk -v avg="$4" -v rate="$5" 'BEGIN { exit !(avg > 0 && rate > 0) }' ||
+        { echo "# BW average $4 MB/s, msg rate $5 Mpps: not > 0"; return 1; } ;;
+    lat) # bytes iters t_min t_max t_typical t_avg ...
+      awk -v mn="$3" -v mx="$4" -v avg="$6" 'BEGIN { exit !(mn > 0 && mn <= avg && avg <= mx) }' ||
+        { echo "# t_min $3 t_avg $6 t_max $4 us: not 0 < min <= avg <= max"; return 1; } ;;
+  esac
+}
+
+port=18600
+for mode in "${MODES[@]}"; do
+  export SVERBS=$mode
+  echo "# ---- SVERBS=$mode"
+  if [ "$ITEST_PREFIX" != system ]; then
+    state=$(layer_state) || true
+    check "[$mode] layer state is $mode ($state)" [ "${state%% *}" = "$mode" ]
+  fi
+  for t in "${TESTS[@]}"; do
+    IFS='|' read -r tool args kind size iters <<< "$t"
+    n=$tool-$mode
+    port=$((port + 1))
+    # shellcheck disable=SC2086  # $args is a list of options
+    itest_pair "$n" $port -- $tool -d rxe1 -x 1 -F -p $port $args \
+                           -- $tool -d rxe0 -x 1 -F -p $port $args 10.77.0.2
+    f=$ITEST_FAIL
+    check "[$mode] $tool client exits 0" [ "$(rc_of "$n.cli")" = 0 ]
+    check "[$mode] $tool server exits 0" [ "$(rc_of "$n.srv")" = 0 ]
+    for side in cli srv; do
+      # shellcheck disable=SC2046  # split the row into fields
+      check "[$mode] $tool $side: $iters x $size B, sane numbers" \
+        sane_row "$kind" "$size" "$iters" $(result_row "$ITEST_OUT/$n.$side.out")
+      check "[$mode] $tool $side: served by our build" libs_from_prefix "$n.$side"
+    done
+    echo "# [$mode] $tool client: $(result_row "$ITEST_OUT/$n.cli.out" | tr -s ' \t' ' ')"
+    [ "$f" = "$ITEST_FAIL" ] || show "$ITEST_OUT/$n.cli.out" "$ITEST_OUT/$n.srv.out"
+  done
+done
+itest_done
