@@ -24,9 +24,9 @@ skip_all() { echo "SKIP: $*"; exit 77; }
 
 # itest_enter_vm SCRIPT ARGS...: on the host, run SCRIPT ARGS inside a guest
 # and exit with its status (77 with a reason when no guest can start); in the
-# guest (SVERBS_VM_HOST is set) just return.
+# guest (RXE_VM_HOST is set) just return.
 itest_enter_vm() {
-  [ -z "${SVERBS_VM_HOST:-}" ] || return 0
+  [ -z "${RXE_VM_HOST:-}" ] || return 0
   local why cmd
   why=$("$SVERBS_VM_RUNNER" --check 2>&1) || skip_all "cannot start a guest: $why"
   cmd=$(printf '%q ' bash "$@")
@@ -50,7 +50,7 @@ itest_use_prefix() {
       skip_all "no rxe provider in $ITEST_LIBDIR/libibverbs"
   fi
   ITEST_OUT=$(mktemp -d /tmp/itest.XXXXXX)
-  echo "# rdma-core: $ITEST_PREFIX (libs from $ITEST_LIBDIR); guest $SVERBS_VM_HOST; SVERBS=${SVERBS-<unset>}"
+  echo "# rdma-core: $ITEST_PREFIX (libs from $ITEST_LIBDIR); guest $RXE_VM_HOST; SVERBS=${SVERBS-<unset>}"
 }
 
 itest_need() {  # itest_need TOOL...: skip the whole script if one is missing
@@ -125,5 +125,5 @@ libs_from_prefix() {
 # system rdma-core (no pyverbs there).
 layer_state() {
   if [ "$ITEST_PREFIX" = system ]; then echo n/a; return; fi
-  /usr/bin/python3 "$ITEST_DIR/layer-state.py" "${1:-$SVERBS_VM_DEV}"
+  /usr/bin/python3 "$ITEST_DIR/layer-state.py" "${1:-$RXE_VM_DEV}"
 }

@@ -39,9 +39,10 @@
 #          network at all.  (Two network namespaces in ONE guest do not work
 #          with the 6.1 rxe: it binds UDP 4791 and routes only in init_net.
 #          See tests/vm/README.md.)
-# In the guest, commands see SVERBS_VM_HOST (single|A|B), SVERBS_VM_DEV /
-# SVERBS_VM_IP (this host's device and address), SVERBS_VM_PEER_DEV /
-# SVERBS_VM_PEER_IP (the other one), SVERBS_VM_SYNC (a dir shared by all guests
+# The SVERBS_VM_* knobs are not passed to the guest (the sverbs layer would
+# take them for its own settings).  In the guest, commands see RXE_VM_HOST (single|A|B), RXE_VM_DEV /
+# RXE_VM_IP (this host's device and address), RXE_VM_PEER_DEV /
+# RXE_VM_PEER_IP (the other one), RXE_VM_SYNC (a dir shared by all guests
 # of the run) and, first on PATH, tests/vm/guest/bin: vm-sync-post NAME,
 # vm-sync-wait NAME [s], vm-wait-listen [--cm] PORT [s] (start a server in the
 # background, wait until it listens, then run the client).
@@ -252,8 +253,10 @@ else
   add_rw "$PWD"
 fi
 
-# the host's environment, minus what must not cross
-HOSTENV=$(export -p | grep -vE '^declare -x (PWD|OLDPWD|SHLVL|_|HOSTNAME|TERM)=' || true)
+# The host's environment, minus what must not cross: our own SVERBS_VM_*
+# knobs too (the sverbs layer reads every SVERBS_* variable as a setting and
+# warns about unknown ones; the guest-side variables are named RXE_VM_*).
+HOSTENV=$(export -p | grep -vE '^declare -x (PWD|OLDPWD|SHLVL|_|HOSTNAME|TERM|SVERBS_VM_[A-Z_]*)=' || true)
 
 IPS=(10.77.0.1 10.77.0.2)
 DEVS=(rxe0 rxe1)
@@ -278,10 +281,10 @@ prepare_guest() {
   } > "$g/ctl/config"
   {
     echo "$HOSTENV"
-    printf 'export SVERBS_VM_HOST=%q SVERBS_VM_DEV=%q SVERBS_VM_IP=%q\n' \
+    printf 'export RXE_VM_HOST=%q RXE_VM_DEV=%q RXE_VM_IP=%q\n' \
       "$role" "${DEVS[$i]}" "${IPS[$i]}"
-    printf 'export SVERBS_VM_PEER_DEV=%q SVERBS_VM_PEER_IP=%q\n' "${DEVS[$j]}" "${IPS[$j]}"
-    printf 'export SVERBS_VM_SYNC=/run/sverbs-vm/sync PATH=%q:"$PATH"\n' "$HERE/guest/bin"
+    printf 'export RXE_VM_PEER_DEV=%q RXE_VM_PEER_IP=%q\n' "${DEVS[$j]}" "${IPS[$j]}"
+    printf 'export RXE_VM_SYNC=/run/sverbs-vm/sync PATH=%q:"$PATH"\n' "$HERE/guest/bin"
   } > "$g/ctl/env"
   mkfifo "$g/out.in" "$g/out.out" "$g/err.in" "$g/err.out"
   # stream the guest's stdout/stderr; with two hosts, tag each line

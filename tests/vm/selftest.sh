@@ -77,7 +77,7 @@ echo "to-stdout"
 echo "to-stderr" >&2
 echo "env=$SELFTEST_VAR"
 echo "pwd=$PWD"
-echo "host=$SVERBS_VM_HOST"
+echo "host=$RXE_VM_HOST"
 echo "ping $SELFTEST_TOKEN"
 for _ in $(seq 600); do [ -s "$SELFTEST_DIR/pong" ] && break; sleep 0.05; done
 echo "pong=$(cat "$SELFTEST_DIR/pong" 2>/dev/null)"
@@ -110,7 +110,7 @@ check "stderr has stderr" has_line "$SCRATCH/one.err" "to-stderr"
 check "stderr not on stdout" not grep -q to-stderr "$SCRATCH/one.out"
 check "environment carried over" has_line "$SCRATCH/one.out" "env=a b'c"
 check "working directory carried over" has_line "$SCRATCH/one.out" "pwd=$SCRATCH/wd"
-check "SVERBS_VM_HOST=single" has_line "$SCRATCH/one.out" "host=single"
+check "RXE_VM_HOST=single" has_line "$SCRATCH/one.out" "host=single"
 check "write to / works in the guest" has_line "$SCRATCH/one.out" "overlay-write=ok"
 check "... and does not reach the host" [ ! -e "/etc/sverbs-selftest-$TOKEN" ]
 check "build dir is shared read-write" has_line "$SCRATCH/written-by-guest" "from-guest"
@@ -140,8 +140,8 @@ check "guest setup failure: console log kept ($log)" grep -q 'unknown SVERBS_VM_
 
 # ---------------------------------------------------------------- two hosts
 if [ "$MODE" = full ]; then
-  A='echo "A $SVERBS_VM_DEV $SVERBS_VM_IP $(ls /sys/class/infiniband)"; vm-sync-wait from-b 60 && exit 3'
-  B='echo "B $SVERBS_VM_DEV $SVERBS_VM_IP $(ls /sys/class/infiniband)"; vm-sync-post from-b; exit 0'
+  A='echo "A $RXE_VM_DEV $RXE_VM_IP $(ls /sys/class/infiniband)"; vm-sync-wait from-b 60 && exit 3'
+  B='echo "B $RXE_VM_DEV $RXE_VM_IP $(ls /sys/class/infiniband)"; vm-sync-post from-b; exit 0'
   run two SVERBS_VM_HOSTS=2 -- "$A" "$B"
   n=$FAIL
   check "two hosts: status is A's (3)" [ "$(rc two)" = 3 ]

@@ -91,7 +91,7 @@ echo "===SVERBS_VM_READY $(uptime_s)==="
 uptime_s > $C/ready
 : > /run/sverbs-vm/sync/up-$ROLE
 ulimit -l unlimited
-# env: the host's `export -p` + the SVERBS_VM_* guest variables; then the
+# env: the host's `export -p` + the RXE_VM_* guest variables; then the
 # host's working directory; stdin is /dev/null.
 bash -c '. "$1"; cd "$2" 2>/dev/null || cd /; exec bash -c "$(cat "$3")"' \
   sverbs-vm $C/env "$WD" $C/cmd </dev/null >"$OUT" 2>"$ERR"
