@@ -1,0 +1,64 @@
+#!/bin/bash
+# perftest.sh - runs INSIDE the guest (perf/demo.sh): perftest's ib_write_bw
+# and ib_write_lat between rxe0 (server, 10.77.0.1) and rxe1 (client), RoCE v2
+# GID (-x 1), -F, with SVERBS=off and SVERBS=on (both processes).
+#
+#   perftest.sh TESTS...   TEST: bw (64 B, one WR per post), bw-pl16 (64 B,
+#                          --post_list 16), lat (64 B ib_write_lat)
+#   knobs: PERFTEST_BW_ITERS (default 20000), PERFTEST_LAT_ITERS (default 2000)
+#
+# Prints one JSON line per (test, mode) on stdout: {"bench":"perftest",...},
+# perftest's own output on stderr.  Exit 1 if any run failed.
+set -uo pipefail
+bw_n=${PERFTEST_BW_ITERS:-20000}
+lat_n=${PERFTEST_LAT_ITERS:-2000}
+port=18515
+fail=0
+tmp=$(mktemp -d)
+for t in "$@"; do
+	case $t in
+	bw) tool=ib_write_bw args=(-s 64 -n "$bw_n") name="ib_write_bw 64B" ;;
+	bw-pl16) tool=ib_write_bw args=(-s 64 -n "$bw_n" --post_list 16) name="ib_write_bw 64B post_list 16" ;;
+	lat) tool=ib_write_lat args=(-s 64 -n "$lat_n") name="ib_write_lat 64B" ;;
+	*) echo "perftest: unknown test $t" >&2; exit 2 ;;
+	esac
+	for m in off on; do
+		port=$((port + 1))
+		export SVERBS=$m
+		"$tool" -d rxe0 -x 1 -F -p $port "${args[@]}" >"$tmp/server" 2>&1 &
+		srv=$!
+		ok=0
+		if vm-wait-listen $port 30 &&
+			timeout 120 "$tool" -d rxe1 -x 1 -F -p $port "${args[@]}" 10.77.0.1 >"$tmp/client" 2>&1; then
+			ok=1
+		fi
+		wait $srv || ok=0
+		cat "$tmp/client" >&2
+		# the result row starts with the message size (64)
+		row=$(awk '$1 == "64" && NF >= 5 { print; exit }' "$tmp/client")
+		if [ $ok = 1 ] && [ -n "$row" ]; then
+			case $tool in
+			ib_write_bw)
+				# #bytes #iterations BW_peak BW_average[MB/s] MsgRate[Mpps]
+				# shellcheck disable=SC2086 # split the row into fields
+				set -- $row
+				printf '{"bench":"perftest","test":"%s","sverbs":"%s","bw_mbps":%s,"mpps":%s}\n' \
+					"$name" "$m" "$4" "$5"
+				;;
+			ib_write_lat)
+				# #bytes #iter t_min t_max t_typical t_avg t_stdev p99 p99.9
+				# shellcheck disable=SC2086 # split the row into fields
+				set -- $row
+				printf '{"bench":"perftest","test":"%s","sverbs":"%s","lat_typical_us":%s,"lat_p99_us":%s}\n' \
+					"$name" "$m" "$5" "$8"
+				;;
+			esac
+		else
+			fail=1
+			cat "$tmp/server" >&2
+			printf '{"bench":"perftest","test":"%s","sverbs":"%s","error":"%s failed"}\n' "$name" "$m" "$tool"
+		fi
+	done
+done
+rm -rf "$tmp"
+exit $fail

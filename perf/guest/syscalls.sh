@@ -1,0 +1,39 @@
+#!/bin/bash
+# syscalls.sh - runs INSIDE the guest (perf/run-rate.sh --syscalls): count the
+# system calls per posted WR with `strace -c -f`, SVERBS=off vs SVERBS=on.
+#
+#   syscalls.sh ITERS CONFIGS...      CONFIG: t1 | t4 | pl16 (see rate-matrix.sh)
+#
+# For each config and mode, rate_bench runs twice under strace: with -n ITERS
+# (WRs per thread) and with -n 0 (setup and teardown only); the difference,
+# divided by the WRs that completed, is the per-WR count.  strace slows every
+# syscall a lot under TCG, so the rates of these runs mean nothing.
+# Prints one JSON line per (config, mode) on stdout.  Exit 1 if any run failed.
+set -uo pipefail
+[ $# -ge 2 ] || { echo "usage: $0 ITERS CONFIG..." >&2; exit 2; }
+iters=$1
+shift
+bin=${PERF_BIN:?}/rate_bench
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+fail=0
+for c in "$@"; do
+	case $c in
+	t1) args=(-T 1) ;;
+	t4) args=(-T 4) ;;
+	pl16) args=(-T 1 -l 16) ;;
+	*) echo "syscalls: unknown config $c" >&2; exit 2 ;;
+	esac
+	for m in off on; do
+		if SVERBS=$m strace -c -f -o "$tmp/setup" "$bin" "${args[@]}" -n 0 >/dev/null &&
+			SVERBS=$m strace -c -f -o "$tmp/run" "$bin" "${args[@]}" -n "$iters" \
+				--label "cfg=$c" >"$tmp/json"; then
+			/usr/bin/python3 "$here/strace2json.py" "$c" "$tmp/setup" "$tmp/run" "$tmp/json" || fail=1
+		else
+			fail=1
+			printf '{"bench":"syscalls","sverbs":"%s","cfg":"%s","error":"rate_bench under strace failed"}\n' "$m" "$c"
+		fi
+	done
+done
+rm -rf "$tmp"
+exit $fail

@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""plot.py - PNGs from a perf/results/<name>.json written by summarize.py.
+
+    plot.py RESULTS.json [--outdir DIR]
+
+Writes, next to the JSON (or in DIR):
+  <name>-hol-latency.png     small-message p50/p99 per background size, stock vs sverbs (log)
+  <name>-hol-throughput.png  large-stream MB/s per background size, stock vs sverbs
+  <name>-rate.png            message rate per configuration, stock vs sverbs
+Every repetition is drawn as a dot over the median bar.
+"""
+import argparse
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLORS = {"stock": "#7f7f7f", "sverbs": "#1f77b4"}
+
+
+def bars(ax, labels, series, ylabel, log=False, dots=None):
+    n = len(labels)
+    w = 0.38
+    for i, (name, vals) in enumerate(series.items()):
+        xs = [x + (i - 0.5) * w for x in range(n)]
+        ax.bar(xs, [v if v is not None else 0 for v in vals], w, label=name, color=COLORS.get(name))
+        if dots:
+            for x, pts in zip(xs, dots[name]):
+                ax.scatter([x] * len(pts), pts, s=10, color="black", zorder=3)
+    ax.set_xticks(range(n))
+    ax.set_xticklabels(labels)
+    ax.set_ylabel(ylabel)
+    if log:
+        ax.set_yscale("log")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend()
+
+
+def plot_hol(doc, outdir, name):
+    rows = doc["summary"].get("hol")
+    if not rows:
+        return []
+    made = []
+    labels = ["unloaded" if r["background"] == "none" else r["background"] for r in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, key, title in ((axes[0], "p50_us", "p50"), (axes[1], "p99_us", "p99")):
+        series = {s: [(r[s][key] or 0) / 1000.0 for r in rows] for s in ("stock", "sverbs")}
+        dots = None
+        if key == "p99_us":
+            dots = {s: [[v / 1000.0 for v in r[s]["p99_runs_us"]] for r in rows]
+                    for s in ("stock", "sverbs")}
+        bars(ax, labels, series, "latency (ms, log)", log=True, dots=dots)
+        ax.set_title("64 B high-prio %s behind large WRITEs" % title)
+        ax.set_xlabel("background WRITE size")
+    fig.tight_layout()
+    p = os.path.join(outdir, name + "-hol-latency.png")
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    made.append(p)
+
+    loaded = [r for r in rows if r["background"] != "none"]
+    if loaded:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        series = {s: [r[s]["mb_per_s"] for r in loaded] for s in ("stock", "sverbs")}
+        dots = {s: [r[s]["mb_per_s_runs"] for r in loaded] for s in ("stock", "sverbs")}
+        bars(ax, [r["background"] for r in loaded], series, "MB/s", dots=dots)
+        ax.set_title("large-WRITE stream throughput")
+        ax.set_xlabel("background WRITE size")
+        fig.tight_layout()
+        p = os.path.join(outdir, name + "-hol-throughput.png")
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        made.append(p)
+    return made
+
+
+def plot_rate(doc, outdir, name):
+    rows = [r for r in doc["summary"].get("rate", []) if r["kind"] == "rate"]
+    if not rows:
+        return []
+    fig, ax = plt.subplots(figsize=(7, 4))
+    labels = ["%sT x %s/post" % (r["stock"].get("threads", "?"), r["stock"].get("post_list", "?"))
+              for r in rows]
+    series = {s: [r[s]["kpps"] for r in rows] for s in ("stock", "sverbs")}
+    dots = {s: [r[s]["kpps_runs"] for r in rows] for s in ("stock", "sverbs")}
+    bars(ax, labels, series, "kpps (64 B RDMA WRITE)", dots=dots)
+    ax.set_title("message rate")
+    fig.tight_layout()
+    p = os.path.join(outdir, name + "-rate.png")
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return [p]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results")
+    ap.add_argument("--outdir")
+    a = ap.parse_args()
+    with open(a.results) as f:
+        doc = json.load(f)
+    outdir = a.outdir or os.path.dirname(os.path.abspath(a.results))
+    name = doc.get("name") or os.path.splitext(os.path.basename(a.results))[0]
+    made = plot_hol(doc, outdir, name) + plot_rate(doc, outdir, name)
+    for p in made:
+        print("plot: wrote %s" % p, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

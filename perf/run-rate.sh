@@ -1,0 +1,62 @@
+#!/bin/bash
+# run-rate.sh - message rate and low-load latency, stock (SVERBS=off) vs
+# sverbs (SVERBS=on), same binary, alternated within ONE guest boot; writes
+# perf/results/<name>.json, <name>.md and PNGs.
+#
+#   perf/run-rate.sh [-n NAME] [-r REPS] [-t SECONDS] [-c "CONFIGS"] [--syscalls [ITERS]]
+#     -n NAME      results name (default: rate; with --syscalls only: syscalls)
+#     -r REPS      repetitions (default: 3)
+#     -t SECONDS   measured seconds per run (default: 3)
+#     -c CONFIGS   any of t1 t4 pl16 lat (default: all four)
+#                  t1: 1 thread, one WR per ibv_post_send; t4: 4 threads, each
+#                  its own QP+CQ; pl16: 1 thread, 16 WRs per call; lat: post one,
+#                  wait for its completion, repeat
+#     --syscalls [ITERS]  instead: count syscalls per WR with strace -c -f for
+#                  t1 t4 pl16 (ITERS WRs per thread, default 1000; strace makes
+#                  each syscall slow in the guest, so keep it small)
+#
+# Environment: PERF_BIN (where rate_bench is), SVERBS_VM_* (tests/vm/run-in-vm.sh).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+name='' reps=3 secs=3 cfgs="t1 t4 pl16 lat" sys=0 iters=1000
+while [ $# -gt 0 ]; do
+	case $1 in
+	-n) name=$2; shift 2 ;;
+	-r) reps=$2; shift 2 ;;
+	-t) secs=$2; shift 2 ;;
+	-c) cfgs=$2; shift 2 ;;
+	--syscalls)
+		sys=1
+		shift
+		if [[ ${1:-} =~ ^[0-9]+$ ]]; then iters=$1; shift; fi
+		;;
+	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) perf_die "unknown argument $1 (see --help)" ;;
+	esac
+done
+perf_need_bins
+out=$PERF_DIR/results
+mkdir -p "$out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+rc=0
+if [ $sys = 1 ]; then
+	name=${name:-syscalls}
+	export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-$((iters * 40 / 100 + 300))}
+	perf_meta "$tmp/meta.json" "run-rate.sh --syscalls $iters"
+	perf_log "strace -c -f: {t1,t4,pl16} x {off,on}, $iters WRs per thread (timeout ${SVERBS_VM_TIMEOUT}s)"
+	vm_run "'$PERF_DIR/guest/syscalls.sh' $iters t1 t4 pl16" >"$tmp/runs.jsonl" || rc=$?
+else
+	name=${name:-rate}
+	nc=$(wc -w <<<"$cfgs")
+	export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-$((reps * nc * 2 * (${secs%.*} + 4) + 120))}
+	perf_meta "$tmp/meta.json" "run-rate.sh -r $reps -t $secs -c '$cfgs'"
+	perf_log "$reps x {$cfgs} x {off,on}, ${secs}s each, in one guest (timeout ${SVERBS_VM_TIMEOUT}s)"
+	vm_run "'$PERF_DIR/guest/rate-matrix.sh' $reps $secs $cfgs" >"$tmp/runs.jsonl" || rc=$?
+fi
+[ -s "$tmp/runs.jsonl" ] || perf_die "no results (guest exit status $rc)"
+$PY "$PERF_DIR/summarize.py" "$name" "$tmp/runs.jsonl" --meta "$tmp/meta.json" --outdir "$out" || rc=1
+$PY "$PERF_DIR/plot.py" "$out/$name.json" || perf_log "plotting failed"
+perf_log "wrote $out/$name.json, $out/$name.md"
+exit $rc

@@ -1,0 +1,56 @@
+#!/bin/bash
+# smoke.sh - meson test "perf-smoke": runs hol_bench and rate_bench in the
+# Soft-RoCE guest for about a second each with SVERBS=on and checks that they
+# finished with sane output (non-zero counts, no error, the fields the scripts
+# read).  Never a timing threshold.
+#
+#   perf/smoke.sh HOL_BENCH RATE_BENCH
+# Exit: 0 ok, 1 failed, 77 (skip) when no guest can be started.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+[ $# = 2 ] || perf_die "usage: $0 HOL_BENCH RATE_BENCH"
+PERF_BIN=$(cd "$(dirname "$1")" && pwd -P)
+[ "$(cd "$(dirname "$2")" && pwd -P)" = "$PERF_BIN" ] || perf_die "both binaries must be in one dir"
+[ -x "$VM_RUNNER" ] || { echo "SKIP: no VM runner $VM_RUNNER"; exit 77; }
+if ! why=$("$VM_RUNNER" --check 2>&1); then
+	echo "SKIP: cannot start a guest: $why"
+	exit 77
+fi
+export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-240}
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+rc=0
+vm_run "'$PERF_DIR/guest/smoke.sh'" >"$out" || rc=$?
+cat "$out"
+[ $rc = 0 ] || { echo "FAIL: guest exit status $rc"; exit 1; }
+$PY - "$out" <<'PYEOF'
+import json, sys
+runs = {}
+for line in open(sys.argv[1]):
+    if line.startswith("{"):
+        r = json.loads(line)
+        runs[r.get("label")] = r
+bad = []
+def need(label, cond, what):
+    r = runs.get(label)
+    if r is None:
+        bad.append("%s: no JSON line" % label)
+    elif "error" in r or not cond(r):
+        bad.append("%s: %s" % (label, what))
+for l in ("smoke-write", "smoke-send"):
+    need(l, lambda r: r["small"]["count"] > 0 and r["large"]["completed"] > 0
+         and r["large"]["mb_per_s"] > 0 and r["small"]["p99_us"] > 0
+         and r["sverbs"] == "on", "no small samples or no large WRITE completed")
+need("smoke-baseline", lambda r: r["small"]["count"] > 0 and r["large"]["completed"] == 0,
+     "baseline: no samples, or a background stream ran")
+need("smoke-t1", lambda r: r["wrs"] > 0 and r["kpps"] > 0 and r["post_calls"] == r["wrs"],
+     "no WR completed, or not one WR per post")
+need("smoke-t2-pl4", lambda r: r["wrs"] > 0 and len(r["per_thread_kpps"]) == 2
+     and all(k > 0 for k in r["per_thread_kpps"]), "a thread completed nothing")
+need("smoke-lat", lambda r: r["lat"]["count"] > 0 and r["lat"]["p50_us"] > 0, "no latency sample")
+for b in bad:
+    print("FAIL:", b)
+if not bad:
+    print("ok - %d benchmark runs in the guest with sane output" % len(runs))
+sys.exit(1 if bad else 0)
+PYEOF

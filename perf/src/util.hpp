@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+// util.hpp - clock, size parsing, latency statistics and run metadata shared by
+// the perf/ benchmarks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace perf {
+
+using Clock = std::chrono::steady_clock;
+using TimePoint = Clock::time_point;
+
+inline double us_between(TimePoint a, TimePoint b) {
+    return std::chrono::duration<double, std::micro>(b - a).count();
+}
+inline double s_between(TimePoint a, TimePoint b) {
+    return std::chrono::duration<double>(b - a).count();
+}
+
+// "64", "64K", "1M", "4MiB", "16m" -> bytes (K/M/G are powers of 1024).
+// Throws std::invalid_argument on anything else.
+uint64_t parse_size(const std::string& s);
+std::string size_str(uint64_t bytes);  // 65536 -> "64K", 1048576 -> "1M"
+
+struct LatencyStats {
+    uint64_t count = 0;
+    double p50 = 0, p99 = 0, p999 = 0, max = 0, min = 0, mean = 0;  // microseconds
+};
+// Nearest-rank percentiles; sorts the samples in place.
+LatencyStats summarize(std::vector<double>& samples_us);
+nlohmann::json to_json(const LatencyStats& s);
+
+// What the environment says about the sverbs layer: the value of $SVERBS
+// ("off", "on", ...), or "default" when unset (the layer is on by default).
+std::string sverbs_mode();
+
+// Common fields of every result line: bench name, sverbs mode, host name,
+// a UTC timestamp.
+nlohmann::json run_header(const std::string& bench);
+
+}  // namespace perf

@@ -1,0 +1,371 @@
+#!/usr/bin/python3
+"""summarize.py - turn the JSON lines of hol_bench / rate_bench / syscalls.sh
+runs into perf/results/<name>.json (every run + a summary) and a markdown
+table perf/results/<name>.md.
+
+    summarize.py NAME RUNS.jsonl [--meta META.json] [--outdir DIR]
+
+"off" runs are stock rdma-core (SVERBS=off), "on" runs the sverbs layer.
+Medians over the repetitions; ratios are sverbs / stock, both as the ratio of
+the medians and as the median (min..max) of the per-repetition ratios (the
+runs of a repetition ran back to back, so those pairs share host noise).
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+
+MODES = (("off", "stock"), ("on", "sverbs"))
+
+
+def label_field(run, key):
+    m = re.search(r"\b%s=(\S+)" % key, run.get("label", "") or "")
+    return m.group(1) if m else None
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def ratio(a, b):
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def paired(off_runs, on_runs, get):
+    """Per-repetition ratios on/off, for the reps present in both."""
+    off = {label_field(r, "rep"): get(r) for r in off_runs}
+    on = {label_field(r, "rep"): get(r) for r in on_runs}
+    rs = [ratio(on[k], off[k]) for k in sorted(set(off) & set(on), key=str)]
+    rs = [r for r in rs if r is not None]
+    if not rs:
+        return None
+    return {"median": round(statistics.median(rs), 3), "min": round(min(rs), 3),
+            "max": round(max(rs), 3), "n": len(rs)}
+
+
+def rnd(x, n=2):
+    return None if x is None else round(x, n)
+
+
+def size_key(s):
+    if s in (None, "none"):
+        return -1
+    m = re.fullmatch(r"(\d+)([KMG]?)", s)
+    return int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)] if m else 0
+
+
+def summarize_hol(runs):
+    ok = [r for r in runs if r.get("bench") == "hol" and "error" not in r]
+    out = []
+    base = {m: med([r["small"]["p99_us"] for r in ok if r["baseline"] and r["sverbs"] == m])
+            for m, _ in MODES}
+    for size in sorted({r["large_size"] for r in ok}, key=size_key):
+        row = {"background": size,
+               "depth": next((r["depth"] for r in ok if r["large_size"] == size), None)}
+        by = {m: [r for r in ok if r["large_size"] == size and r["sverbs"] == m] for m, _ in MODES}
+        for m, name in MODES:
+            rs = by[m]
+            row[name] = {
+                "n": len(rs),
+                "p50_us": rnd(med([r["small"]["p50_us"] for r in rs])),
+                "p99_us": rnd(med([r["small"]["p99_us"] for r in rs])),
+                "p999_us": rnd(med([r["small"]["p999_us"] for r in rs])),
+                "max_us": rnd(med([r["small"]["max_us"] for r in rs])),
+                "small_count": sum(r["small"]["count"] for r in rs),
+                "skipped": sum(r["small"]["skipped"] for r in rs),
+                "mb_per_s": rnd(med([r["large"]["mb_per_s"] for r in rs])),
+                "p99_runs_us": [r["small"]["p99_us"] for r in rs],
+                "mb_per_s_runs": [r["large"]["mb_per_s"] for r in rs],
+            }
+            if size != "none":
+                row[name]["p99_vs_unloaded"] = rnd(ratio(row[name]["p99_us"], base[m]))
+        row["p99_ratio"] = rnd(ratio(row["sverbs"]["p99_us"], row["stock"]["p99_us"]), 3)
+        row["p99_ratio_paired"] = paired(by["off"], by["on"], lambda r: r["small"]["p99_us"])
+        row["p50_ratio"] = rnd(ratio(row["sverbs"]["p50_us"], row["stock"]["p50_us"]), 3)
+        if size != "none":
+            row["mbps_ratio"] = rnd(ratio(row["sverbs"]["mb_per_s"], row["stock"]["mb_per_s"]), 3)
+            row["mbps_ratio_paired"] = paired(by["off"], by["on"],
+                                              lambda r: r["large"]["mb_per_s"])
+        out.append(row)
+    return out
+
+
+def summarize_rate(runs):
+    ok = [r for r in runs if r.get("bench") in ("rate", "lat") and "error" not in r]
+    out = []
+    cfgs = []
+    for r in ok:
+        c = label_field(r, "cfg") or ("lat" if r["bench"] == "lat" else
+                                      "t%d_pl%d" % (r["threads"], r["post_list"]))
+        r["_cfg"] = c
+        if c not in cfgs:
+            cfgs.append(c)
+    for c in cfgs:
+        by = {m: [r for r in ok if r["_cfg"] == c and r["sverbs"] == m] for m, _ in MODES}
+        row = {"cfg": c}
+        if by["off"] and by["off"][0]["bench"] == "lat" or by["on"] and by["on"][0]["bench"] == "lat":
+            for m, name in MODES:
+                rs = by[m]
+                row[name] = {"n": len(rs),
+                             "p50_us": rnd(med([r["lat"]["p50_us"] for r in rs])),
+                             "p99_us": rnd(med([r["lat"]["p99_us"] for r in rs])),
+                             "p999_us": rnd(med([r["lat"]["p999_us"] for r in rs]))}
+            row["kind"] = "lat"
+            row["p50_ratio"] = rnd(ratio(row["sverbs"]["p50_us"], row["stock"]["p50_us"]), 3)
+            row["p99_ratio"] = rnd(ratio(row["sverbs"]["p99_us"], row["stock"]["p99_us"]), 3)
+            row["p99_ratio_paired"] = paired(by["off"], by["on"], lambda r: r["lat"]["p99_us"])
+        else:
+            for m, name in MODES:
+                rs = by[m]
+                row[name] = {"n": len(rs), "kpps": rnd(med([r["kpps"] for r in rs])),
+                             "kpps_runs": [r["kpps"] for r in rs]}
+                if rs:
+                    row[name].update(threads=rs[0]["threads"], post_list=rs[0]["post_list"],
+                                     signal_every=rs[0]["signal_every"])
+            row["kind"] = "rate"
+            row["kpps_ratio"] = rnd(ratio(row["sverbs"]["kpps"], row["stock"]["kpps"]), 3)
+            row["kpps_ratio_paired"] = paired(by["off"], by["on"], lambda r: r["kpps"])
+        out.append(row)
+    for r in ok:
+        r.pop("_cfg", None)
+    return out
+
+
+def summarize_syscalls(runs):
+    ok = [r for r in runs if r.get("bench") == "syscalls" and "error" not in r]
+    out = []
+    for c in dict.fromkeys(r["cfg"] for r in ok):
+        row = {"cfg": c}
+        for m, name in MODES:
+            rs = [r for r in ok if r["cfg"] == c and r["sverbs"] == m]
+            if rs:
+                r = rs[-1]
+                row[name] = {"syscalls_per_wr": r["syscalls_per_wr"], "per_wr": r["per_wr"],
+                             "wrs": r["wrs"], "post_calls": r["post_calls"],
+                             "threads": r["threads"], "post_list": r["post_list"]}
+        if "stock" in row and "sverbs" in row:
+            row["ratio"] = rnd(ratio(row["sverbs"]["syscalls_per_wr"],
+                                     row["stock"]["syscalls_per_wr"]), 3)
+        out.append(row)
+    return out
+
+
+def summarize_perftest(runs):
+    ok = [r for r in runs if r.get("bench") == "perftest" and "error" not in r]
+    out = []
+    for t in dict.fromkeys(r["test"] for r in ok):
+        row = {"test": t}
+        for m, name in MODES:
+            rs = [r for r in ok if r["test"] == t and r["sverbs"] == m]
+            row[name] = {k: rnd(med([r.get(k) for r in rs]), 6)
+                         for k in ("mpps", "bw_mbps", "lat_typical_us", "lat_p99_us")
+                         if any(r.get(k) is not None for r in rs)}
+        out.append(row)
+    return out
+
+
+def fmt(x, unit=""):
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        if abs(x) >= 1000:
+            s = "%.0f" % x
+        elif abs(x) >= 100:
+            s = "%.1f" % x
+        else:
+            s = "%.2f" % x
+    else:
+        s = str(x)
+    return s + unit
+
+
+def fmt_us(x):
+    if x is None:
+        return "-"
+    if x >= 10000:
+        return "%.1f ms" % (x / 1000)
+    return "%.0f µs" % x if x >= 100 else "%.1f µs" % x
+
+
+def fmt_ratio(r, paired_r=None):
+    if r is None:
+        return "-"
+    s = "%.2fx" % r
+    if paired_r and paired_r["n"] > 1:
+        s += " (%.2f..%.2f)" % (paired_r["min"], paired_r["max"])
+    return s
+
+
+def markdown(name, meta, summ, errors):
+    L = ["# %s" % name, ""]
+    if meta:
+        L.append("Guest: QEMU %s, %s vCPUs, Soft-RoCE rxe1 -> rxe0 (veth, RoCE MTU %s); "
+                 "host: %s CPUs, load average %s at start; git %s." % (
+                     meta.get("vm_accel", "?"), meta.get("vm_smp", "?"), meta.get("mtu", "?"),
+                     meta.get("host_cpus", "?"), meta.get("host_loadavg", "?"),
+                     meta.get("git", "?")))
+        if meta.get("args"):
+            L.append("Arguments: `%s`." % meta["args"])
+        L.append("")
+    L.append("stock = SVERBS=off, sverbs = SVERBS=on, same binary, alternated in one guest "
+             "boot. Values are medians over the repetitions; a ratio is sverbs / stock "
+             "(in brackets: min..max of the per-repetition ratios).")
+    L.append("")
+    if summ.get("hol"):
+        L += ["## Head-of-line: 64 B high-priority messages behind large WRITEs (same QP)", "",
+              "| background | stock p50 | stock p99 | sverbs p50 | sverbs p99 | p99 sverbs/stock |"
+              " stock MB/s | sverbs MB/s | MB/s sverbs/stock | p99 / unloaded p99 (stock, sverbs) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in summ["hol"]:
+            st, sv = r["stock"], r["sverbs"]
+            bg = "none (unloaded)" if r["background"] == "none" else "%s x%s" % (
+                r["background"], r["depth"])
+            L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                bg, fmt_us(st["p50_us"]), fmt_us(st["p99_us"]), fmt_us(sv["p50_us"]),
+                fmt_us(sv["p99_us"]), fmt_ratio(r["p99_ratio"], r["p99_ratio_paired"]),
+                fmt(st["mb_per_s"]) if r["background"] != "none" else "-",
+                fmt(sv["mb_per_s"]) if r["background"] != "none" else "-",
+                fmt_ratio(r.get("mbps_ratio"), r.get("mbps_ratio_paired")),
+                "-" if r["background"] == "none" else "%s, %s" % (
+                    fmt(st.get("p99_vs_unloaded"), "x"), fmt(sv.get("p99_vs_unloaded"), "x"))))
+        L.append("")
+        L.append("Target: sverbs p99 within 5x of the unloaded p99; large-stream MB/s close to "
+                 "stock.")
+        L.append("")
+    rate = [r for r in summ.get("rate", []) if r["kind"] == "rate"]
+    lat = [r for r in summ.get("rate", []) if r["kind"] == "lat"]
+    if rate:
+        L += ["## Message rate: 64 B RDMA WRITE", "",
+              "| config | stock kpps | sverbs kpps | sverbs/stock |", "|---|---|---|---|"]
+        for r in rate:
+            st = r["stock"]
+            desc = "%s thread%s, %s WR%s per post, 1 signaled per %s" % (
+                st.get("threads", "?"), "" if st.get("threads") == 1 else "s",
+                st.get("post_list", "?"), "" if st.get("post_list") == 1 else "s",
+                st.get("signal_every", "?"))
+            L.append("| %s | %s | %s | %s |" % (desc, fmt(r["stock"]["kpps"]),
+                                                fmt(r["sverbs"]["kpps"]),
+                                                fmt_ratio(r["kpps_ratio"], r["kpps_ratio_paired"])))
+        L.append("")
+    if lat:
+        L += ["## Latency at low load: post one 64 B WRITE, wait for its completion", "",
+              "| | stock p50 | stock p99 | sverbs p50 | sverbs p99 | p99 sverbs/stock |",
+              "|---|---|---|---|---|---|"]
+        for r in lat:
+            L.append("| post -> CQE | %s | %s | %s | %s | %s |" % (
+                fmt_us(r["stock"]["p50_us"]), fmt_us(r["stock"]["p99_us"]),
+                fmt_us(r["sverbs"]["p50_us"]), fmt_us(r["sverbs"]["p99_us"]),
+                fmt_ratio(r["p99_ratio"], r["p99_ratio_paired"])))
+        L.append("")
+    if summ.get("syscalls"):
+        L += ["## System calls per WR (strace -c -f, setup subtracted)", "",
+              "| config | stock syscalls/WR | sverbs syscalls/WR | sverbs/stock | stock top | sverbs top |",
+              "|---|---|---|---|---|---|"]
+        for r in summ["syscalls"]:
+            def top(side):
+                d = r.get(side, {}).get("per_wr", {})
+                return ", ".join("%s %.3f" % kv for kv in
+                                 sorted(d.items(), key=lambda kv: -kv[1])[:3]) or "-"
+            L.append("| %s | %s | %s | %s | %s | %s |" % (
+                r["cfg"], fmt(r.get("stock", {}).get("syscalls_per_wr")),
+                fmt(r.get("sverbs", {}).get("syscalls_per_wr")), fmt_ratio(r.get("ratio")),
+                top("stock"), top("sverbs")))
+        L.append("")
+    if summ.get("perftest"):
+        L += ["## perftest", "", "| test | stock | sverbs |", "|---|---|---|"]
+        for r in summ["perftest"]:
+            def show(d):
+                return ", ".join("%s %s" % (k, fmt(v)) for k, v in d.items()) or "-"
+            L.append("| %s | %s | %s |" % (r["test"], show(r["stock"]), show(r["sverbs"])))
+        L.append("")
+    if errors:
+        L += ["## Failed runs", ""] + ["- `%s`" % json.dumps(e) for e in errors] + [""]
+    return "\n".join(L)
+
+
+def demo_table(summ):
+    """The short side-by-side table perf/demo.sh prints."""
+    rows = []
+
+    def add(what, metric, st, sv, fmtf, higher_better):
+        r = ratio(sv, st)
+        rows.append((what, metric, fmtf(st), fmtf(sv), "-" if r is None else "%.2fx" % r))
+
+    for r in summ.get("hol", []):
+        bg = r["background"]
+        what = "HOL unloaded 64B" if bg == "none" else "HOL 64B behind %s x%s" % (bg, r["depth"])
+        add(what, "p50", r["stock"]["p50_us"], r["sverbs"]["p50_us"], fmt_us, False)
+        add("", "p99", r["stock"]["p99_us"], r["sverbs"]["p99_us"], fmt_us, False)
+        if bg != "none":
+            add("", "large MB/s", r["stock"]["mb_per_s"], r["sverbs"]["mb_per_s"], fmt, True)
+    for r in summ.get("perftest", []):
+        st, sv = r["stock"], r["sverbs"]
+        if "mpps" in st or "mpps" in sv:
+            k = lambda d: None if d.get("mpps") is None else d["mpps"] * 1000
+            add(r["test"], "kpps", k(st), k(sv), fmt, True)
+        if "lat_typical_us" in st or "lat_typical_us" in sv:
+            add(r["test"], "typical", st.get("lat_typical_us"), sv.get("lat_typical_us"),
+                fmt_us, False)
+            add("", "p99", st.get("lat_p99_us"), sv.get("lat_p99_us"), fmt_us, False)
+    head = ("", "", "stock", "sverbs", "sverbs/stock")
+    w = [max(len(str(x[i])) for x in rows + [head]) for i in range(5)]
+    out = []
+    for x in [head] + rows:
+        out.append("  ".join([x[0].ljust(w[0]), x[1].ljust(w[1])] +
+                             [str(v).rjust(w[i + 2]) for i, v in enumerate(x[2:])]))
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("name")
+    ap.add_argument("runs", nargs="+", help="files of JSON lines")
+    ap.add_argument("--meta", help="JSON object of run facts (host, guest, args)")
+    ap.add_argument("--demo", action="store_true",
+                    help="print only the short side-by-side table (perf/demo.sh)")
+    ap.add_argument("--outdir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                      "results"))
+    a = ap.parse_args()
+    runs = []
+    for p in a.runs:
+        with open(p) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    try:
+                        runs.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        print("summarize: skipping a bad line: %s" % line[:80], file=sys.stderr)
+    meta = {}
+    if a.meta:
+        with open(a.meta) as f:
+            meta = json.load(f)
+    for r in runs:
+        if r.get("bench") in ("hol", "rate", "lat") and "mtu" in r:
+            meta.setdefault("mtu", r["mtu"])
+    summ = {"hol": summarize_hol(runs), "rate": summarize_rate(runs),
+            "syscalls": summarize_syscalls(runs), "perftest": summarize_perftest(runs)}
+    summ = {k: v for k, v in summ.items() if v}
+    errors = [r for r in runs if "error" in r]
+    os.makedirs(a.outdir, exist_ok=True)
+    doc = {"name": a.name, "meta": meta, "summary": summ, "errors": errors, "runs": runs}
+    with open(os.path.join(a.outdir, a.name + ".json"), "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    md = markdown(a.name, meta, summ, errors)
+    with open(os.path.join(a.outdir, a.name + ".md"), "w") as f:
+        f.write(md + "\n")
+    if a.demo:
+        print(demo_table(summ))
+        for e in errors:
+            print("FAILED: %s" % json.dumps(e))
+    else:
+        print(md)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
