@@ -313,6 +313,7 @@ struct sverbs_cq *sverbs_cq_create(const struct sverbs_adapter *ad,
 		scq->cfg.cq_headroom = 4;
 	scq->hr_total = scq->cfg.cq_headroom;
 	hr_set_limit(scq);
+	scq->mark = 1; /* a new QP's mark (0) is never current */
 	scq->tab_mask = 15;
 	scq->tab = calloc(scq->tab_mask + 1, sizeof(*scq->tab));
 	if (!scq->tab ||
@@ -350,20 +351,20 @@ static void ex_read(struct sverbs_cq *scq, struct ibv_wc *wc)
 	wc->vendor_err = scq->raw.read_vendor_err(cx);
 	if (scq->raw.read_wc_flags)
 		wc->wc_flags = scq->raw.read_wc_flags(cx);
-	if (f & IBV_WC_EX_WITH_BYTE_LEN)
+	if ((f & IBV_WC_EX_WITH_BYTE_LEN) && scq->raw.read_byte_len)
 		wc->byte_len = scq->raw.read_byte_len(cx);
-	if (f & IBV_WC_EX_WITH_QP_NUM)
+	if ((f & IBV_WC_EX_WITH_QP_NUM) && scq->raw.read_qp_num)
 		wc->qp_num = scq->raw.read_qp_num(cx);
-	if ((f & IBV_WC_EX_WITH_IMM) &&
+	if ((f & IBV_WC_EX_WITH_IMM) && scq->raw.read_imm_data &&
 	    (wc->wc_flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)))
 		wc->imm_data = scq->raw.read_imm_data(cx);
-	if (f & IBV_WC_EX_WITH_SRC_QP)
+	if ((f & IBV_WC_EX_WITH_SRC_QP) && scq->raw.read_src_qp)
 		wc->src_qp = scq->raw.read_src_qp(cx);
-	if (f & IBV_WC_EX_WITH_SLID)
+	if ((f & IBV_WC_EX_WITH_SLID) && scq->raw.read_slid)
 		wc->slid = (uint16_t)scq->raw.read_slid(cx);
-	if (f & IBV_WC_EX_WITH_SL)
+	if ((f & IBV_WC_EX_WITH_SL) && scq->raw.read_sl)
 		wc->sl = scq->raw.read_sl(cx);
-	if (f & IBV_WC_EX_WITH_DLID_PATH_BITS)
+	if ((f & IBV_WC_EX_WITH_DLID_PATH_BITS) && scq->raw.read_dlid_path_bits)
 		wc->dlid_path_bits = scq->raw.read_dlid_path_bits(cx);
 }
 
