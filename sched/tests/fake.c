@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake.h"
+
+struct fk *fk;
+
+static enum ibv_wc_opcode fk_wc_opcode(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+int fk_qp_index(const struct ibv_qp *qp)
+{
+	return (int)(qp - fk->qp);
+}
+
+struct ibv_cq *fk_cq(void)
+{
+	return ibv_cq_ex_to_cq(&fk->cqx);
+}
+
+static void cq_push(const struct ibv_wc *wc)
+{
+	if (fk->cq_n >= fk_cq()->cqe || fk->cq_n >= FK_CQ) {
+		fk->cq_overflow = true;
+		return;
+	}
+	fk->cqe[(fk->cq_head + fk->cq_n) % FK_CQ] = *wc;
+	fk->cq_n++;
+	if (fk->cq_n > fk->cq_max_n)
+		fk->cq_max_n = fk->cq_n;
+}
+
+static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad_wr)
+{
+	struct fk_sq *sq = &fk->sq[fk_qp_index(qp)];
+	struct fk_wqe *w;
+	int i;
+
+	fk->doorbells++;
+	for (; wr; wr = wr->next) {
+		if (sq->posted - sq->done >= sq->depth ||
+		    sq->posted >= FK_HIST ||
+		    (fk->post_fail_at && sq->posted + 1 == fk->post_fail_at)) {
+			*bad_wr = wr;
+			return ENOMEM;
+		}
+		if (wr->send_flags & SVERBS_PRIO_MASK)
+			fk->leaks++;
+		w = &sq->w[sq->posted++];
+		memset(w, 0, sizeof(*w));
+		w->wr = *wr;
+		w->wr.next = NULL;
+		w->doorbell = fk->doorbells;
+		for (i = 0; i < wr->num_sge && i < FK_SGE; i++) {
+			w->sge[i] = wr->sg_list[i];
+			w->bytes += wr->sg_list[i].length;
+		}
+		if ((wr->send_flags & IBV_SEND_INLINE) && wr->num_sge &&
+		    w->bytes <= FK_INL)
+			memcpy(w->inl, (void *)(uintptr_t)wr->sg_list[0].addr,
+			       wr->sg_list[0].length);
+		w->wr.sg_list = w->sge;
+		w->signaled =
+			sq->sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+		sq->out_bytes += w->bytes;
+		if (sq->out_bytes > sq->max_out_bytes)
+			sq->max_out_bytes = sq->out_bytes;
+		if (sq->posted - sq->done > sq->max_out)
+			sq->max_out = sq->posted - sq->done;
+	}
+	return 0;
+}
+
+static void complete_one(int i, enum ibv_wc_status status)
+{
+	struct fk_sq *sq = &fk->sq[i];
+	struct fk_wqe *w = &sq->w[sq->done++];
+	struct ibv_wc wc = {};
+
+	sq->out_bytes -= w->bytes;
+	if (sq->err && status == IBV_WC_SUCCESS)
+		status = IBV_WC_WR_FLUSH_ERR;
+	if (status == IBV_WC_SUCCESS && !w->signaled)
+		return;
+	if (status == IBV_WC_WR_FLUSH_ERR && fk->flush_signaled_only &&
+	    !w->signaled)
+		return;
+	wc.wr_id = w->wr.wr_id;
+	wc.status = status;
+	/* error CQEs carry no opcode (like mlx5): make it look like garbage */
+	wc.opcode = status == IBV_WC_SUCCESS ? fk_wc_opcode(w->wr.opcode)
+					     : (enum ibv_wc_opcode)0xff;
+	wc.byte_len = (uint32_t)w->bytes;
+	wc.qp_num = fk->qp[i].qp_num;
+	wc.vendor_err = status == IBV_WC_SUCCESS ? 0 : 0x42;
+	cq_push(&wc);
+}
+
+int fk_complete(int i, int n)
+{
+	struct fk_sq *sq = &fk->sq[i];
+	int k = 0;
+
+	while ((n < 0 || k < n) && sq->done < sq->posted) {
+		complete_one(i, IBV_WC_SUCCESS);
+		k++;
+	}
+	return k;
+}
+
+int fk_fail_next(int i, enum ibv_wc_status status)
+{
+	struct fk_sq *sq = &fk->sq[i];
+
+	if (sq->done == sq->posted)
+		return 0;
+	complete_one(i, status);
+	sq->err = true;
+	return 1 + fk_complete(i, -1);
+}
+
+void fk_qp_error(int i)
+{
+	fk->sq[i].err = true;
+	fk_complete(i, -1);
+}
+
+int fk_outstanding(int i)
+{
+	return fk->sq[i].posted - fk->sq[i].done;
+}
+
+struct fk_wqe *fk_wqe(int i, int k)
+{
+	return &fk->sq[i].w[k];
+}
+
+static int fk_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc)
+{
+	int n = 0;
+
+	(void)cq;
+	while (n < ne && fk->cq_n) {
+		wc[n++] = fk->cqe[fk->cq_head];
+		fk->cq_head = (fk->cq_head + 1) % FK_CQ;
+		fk->cq_n--;
+	}
+	return n;
+}
+
+static int fk_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+	(void)cq;
+	(void)solicited_only;
+	fk->notify_calls++;
+	return 0;
+}
+
+static int fk_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	fk->resize_calls++;
+	if (fk->resize_fails)
+		return EINVAL;
+	cq->cqe = cqe;
+	return 0;
+}
+
+static void fk_log(struct ibv_context *ctx, enum sverbs_log_level level,
+		   const char *msg)
+{
+	(void)ctx;
+	(void)level;
+	(void)msg;
+}
+
+const struct sverbs_adapter fk_adapter = {
+	.name = "fake",
+	.post_send = fk_post_send,
+	.poll_cq = fk_poll_cq,
+	.req_notify_cq = fk_req_notify_cq,
+	.resize_cq = fk_resize_cq,
+	.log = fk_log,
+};
+
+void fk_init(int cq_cqe)
+{
+	int i;
+
+	fk = calloc(1, sizeof(*fk));
+	fk->cqx.context = &fk->ctx;
+	fk->cqx.cqe = cq_cqe;
+	for (i = 0; i < FK_QPS; i++)
+		fk->sq[i].w = calloc(FK_HIST, sizeof(struct fk_wqe));
+}
+
+void fk_fini(void)
+{
+	int i;
+
+	for (i = 0; i < FK_QPS; i++)
+		free(fk->sq[i].w);
+	free(fk);
+	fk = NULL;
+}
+
+struct ibv_qp *fk_qp(int i, enum ibv_qp_type type, int depth, bool sig_all)
+{
+	struct ibv_qp *qp = &fk->qp[i];
+
+	qp->context = &fk->ctx;
+	qp->qp_num = 0x100 + (uint32_t)i;
+	qp->qp_type = type;
+	qp->send_cq = fk_cq();
+	fk->sq[i].depth = depth;
+	fk->sq[i].sig_all = sig_all;
+	return qp;
+}
+
+/* ------------------------------------------------------------ extended CQ */
+
+static int ex_start(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr)
+{
+	(void)attr;
+	if (!fk_poll_cq(ibv_cq_ex_to_cq(cq), 1, &fk->ex_cur))
+		return ENOENT;
+	cq->wr_id = fk->ex_cur.wr_id;
+	cq->status = fk->ex_cur.status;
+	return 0;
+}
+
+static int ex_next(struct ibv_cq_ex *cq)
+{
+	return ex_start(cq, NULL);
+}
+
+static void ex_end(struct ibv_cq_ex *cq)
+{
+	(void)cq;
+}
+
+static enum ibv_wc_opcode ex_opcode(struct ibv_cq_ex *cq)
+{
+	(void)cq;
+	return fk->ex_cur.opcode;
+}
+
+static uint32_t ex_vendor_err(struct ibv_cq_ex *cq)
+{
+	(void)cq;
+	return fk->ex_cur.vendor_err;
+}
+
+static uint32_t ex_byte_len(struct ibv_cq_ex *cq)
+{
+	(void)cq;
+	return fk->ex_cur.byte_len;
+}
+
+static uint32_t ex_qp_num(struct ibv_cq_ex *cq)
+{
+	(void)cq;
+	return fk->ex_cur.qp_num;
+}
+
+static unsigned int ex_wc_flags(struct ibv_cq_ex *cq)
+{
+	(void)cq;
+	return fk->ex_cur.wc_flags;
+}
+
+static __be32 ex_imm(struct ibv_cq_ex *cq)
+{
+	(void)cq;
+	return fk->ex_cur.imm_data;
+}
+
+void fk_install_ex(void)
+{
+	fk->cqx.start_poll = ex_start;
+	fk->cqx.next_poll = ex_next;
+	fk->cqx.end_poll = ex_end;
+	fk->cqx.read_opcode = ex_opcode;
+	fk->cqx.read_vendor_err = ex_vendor_err;
+	fk->cqx.read_byte_len = ex_byte_len;
+	fk->cqx.read_qp_num = ex_qp_num;
+	fk->cqx.read_wc_flags = ex_wc_flags;
+	fk->cqx.read_imm_data = ex_imm;
+}

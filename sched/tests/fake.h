@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * A fake adapter for sched/ unit tests: an in-memory model of RC send
+ * queues and one CQ.  post_send records WQEs (a deep copy: SGEs and inline
+ * data) and counts doorbells; tests complete WQEs in order, inject errors,
+ * and the fake CQ hands the raw completions back through poll_cq or the
+ * extended-CQ ops.  A hardware QP in error flushes every WQE (like rxe), or
+ * only signaled ones (flush_signaled_only).
+ */
+#ifndef SV_TEST_FAKE_H
+#define SV_TEST_FAKE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sched_int.h"
+
+#define FK_QPS	8
+#define FK_HIST 8192
+#define FK_CQ	8192
+#define FK_SGE	8
+#define FK_INL	256
+
+struct fk_wqe {
+	struct ibv_send_wr wr;
+	struct ibv_sge sge[FK_SGE];
+	uint8_t inl[FK_INL];
+	uint64_t bytes;
+	bool signaled;
+	int doorbell; /* which post_send call carried it */
+};
+
+struct fk_sq {
+	struct fk_wqe *w; /* FK_HIST entries: every WQE ever posted */
+	int posted;
+	int done;
+	int depth;
+	bool err;
+	bool sig_all;
+	uint64_t out_bytes; /* bytes of WQEs posted, not completed */
+	uint64_t max_out_bytes;
+	int max_out;
+};
+
+struct fk {
+	struct ibv_context ctx;
+	struct ibv_qp qp[FK_QPS];
+	struct fk_sq sq[FK_QPS];
+	struct ibv_cq_ex cqx; /* cq: ibv_cq_ex_to_cq(&cqx) */
+	struct ibv_wc cqe[FK_CQ];
+	int cq_head;
+	int cq_n;
+	int cq_max_n;
+	bool cq_overflow;
+	struct ibv_wc ex_cur;
+	int doorbells;
+	int leaks; /* WQEs that carried sverbs priority bits */
+	int notify_calls;
+	int resize_calls;
+	bool resize_fails;
+	bool flush_signaled_only;
+	int post_fail_at; /* >0: fail the post_send of WQE number n (ENOMEM) */
+};
+
+extern struct fk *fk;
+extern const struct sverbs_adapter fk_adapter;
+
+void fk_init(int cq_cqe);
+void fk_fini(void);
+struct ibv_cq *fk_cq(void);
+struct ibv_qp *fk_qp(int i, enum ibv_qp_type type, int depth, bool sig_all);
+int fk_qp_index(const struct ibv_qp *qp);
+/* Complete the next n WQEs of QP i (n < 0: all) with status (success, or
+ * an error: the QP enters error and the rest flushes). */
+int fk_complete(int i, int n);
+int fk_fail_next(int i, enum ibv_wc_status status);
+/* The hardware QP enters error (modify to ERR): outstanding WQEs flush. */
+void fk_qp_error(int i);
+/* outstanding WQEs of QP i */
+int fk_outstanding(int i);
+struct fk_wqe *fk_wqe(int i, int k);
+/* Install fake extended-CQ ops in fk->cqx reading the fake CQ. */
+void fk_install_ex(void);
+
+#endif /* SV_TEST_FAKE_H */

@@ -1,0 +1,1339 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * sched/ unit tests against the fake adapter (fake.c): slicing arithmetic,
+ * priority and FIFO order, window / depth / capacity bounds, fence, one
+ * completion per WR, errors and flushes, modify / destroy, the extended CQ,
+ * the ibv_wr_* API, CQ headroom and the adaptive slice size.
+ */
+#include <CUnit/Basic.h>
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake.h"
+
+#define SL    4096 /* the fixed slice size of most tests */
+#define RADDR 0x20000000ull
+#define LADDR 0x10000000ull
+
+static struct sverbs_config cfg;
+static struct sverbs_cq *scq;
+static struct sverbs_qp *sqp[FK_QPS];
+static uint8_t inline_buf[256];
+
+/* ------------------------------------------------------------ helpers */
+
+static void cfg_default(void)
+{
+	sverbs_config_defaults(&cfg);
+	cfg.slice_bytes = SL;
+	cfg.slice_min_bytes = 1024;
+	cfg.slice_max_bytes = 1 << 20;
+	cfg.window_slices = 2;
+	cfg.small_msg_bytes = 0;
+	cfg.default_prio = 4;
+	cfg.cq_headroom = 16;
+}
+
+static void setup(int app_cqe)
+{
+	fk_init(app_cqe + (int)cfg.cq_headroom);
+	scq = sverbs_cq_create(&fk_adapter, fk_cq(), &cfg);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(scq);
+	memset(sqp, 0, sizeof(sqp));
+}
+
+static struct sverbs_qp *mkqp_type(int i, enum ibv_qp_type type, int cap,
+				   int sge, int inl, bool sig_all)
+{
+	struct ibv_qp_init_attr_ex a = {};
+	struct ibv_qp *qp = fk_qp(i, type, cap, sig_all);
+
+	a.cap.max_send_wr = (uint32_t)cap;
+	a.cap.max_send_sge = (uint32_t)sge;
+	a.cap.max_inline_data = (uint32_t)inl;
+	a.sq_sig_all = sig_all;
+	a.qp_type = type;
+	a.send_cq = fk_cq();
+	sqp[i] = sverbs_qp_create(&fk_adapter, qp, scq, &a, &cfg);
+	return sqp[i];
+}
+
+static struct sverbs_qp *mkqp(int i, int cap, bool sig_all)
+{
+	return mkqp_type(i, IBV_QPT_RC, cap, 4, 64, sig_all);
+}
+
+static void teardown(void)
+{
+	int i;
+
+	for (i = 0; i < FK_QPS; i++) {
+		if (!sqp[i])
+			continue;
+		sverbs_qp_destroy_pre(sqp[i]);
+		sverbs_qp_destroy_post(sqp[i], 0);
+		sqp[i] = NULL;
+	}
+	sverbs_cq_destroy(scq);
+	scq = NULL;
+	fk_fini();
+}
+
+static int post_sge(struct sverbs_qp *q, uint64_t id, enum ibv_wr_opcode op,
+		    struct ibv_sge *sge, int nsge, unsigned int flags)
+{
+	struct ibv_send_wr wr = {}, *bad = NULL;
+
+	wr.wr_id = id;
+	wr.sg_list = sge;
+	wr.num_sge = nsge;
+	wr.opcode = op;
+	wr.send_flags = flags;
+	wr.wr.rdma.remote_addr = RADDR;
+	wr.wr.rdma.rkey = 9;
+	if (op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND_WITH_IMM)
+		wr.imm_data = htobe32(0x1234);
+	return sverbs_post_send(q, &wr, &bad);
+}
+
+static int post(struct sverbs_qp *q, uint64_t id, enum ibv_wr_opcode op,
+		uint64_t len, unsigned int flags)
+{
+	struct ibv_sge sge = { .addr = LADDR,
+			       .length = (uint32_t)len,
+			       .lkey = 7 };
+
+	if (flags & IBV_SEND_INLINE)
+		sge.addr = (uintptr_t)inline_buf;
+	return post_sge(q, id, op, &sge, len ? 1 : 0, flags);
+}
+
+/* Poll until the CQ, the ready ring and the raw CQ are empty. */
+static int poll_all(struct ibv_wc *wc, int max)
+{
+	int n, tot = 0;
+
+	do {
+		n = sverbs_poll_cq(scq, max - tot < 16 ? max - tot : 16,
+				   wc + tot);
+		CU_ASSERT_FATAL(n >= 0);
+		tot += n;
+	} while ((n > 0 || fk->cq_n || scq->rcount) && tot < max);
+	return tot;
+}
+
+/* While work is queued, some signaled WQE must be in flight. */
+static void check_progress(const struct sverbs_qp *q)
+{
+	if (q->queued && !q->hw_err)
+		CU_ASSERT(q->inflight_sig > 0 || q->hr_wait);
+}
+
+/* Complete everything of QP i and poll, until nothing is left. */
+static int drain(int i, struct ibv_wc *wc, int max)
+{
+	int tot = 0, rounds = 0;
+
+	do {
+		fk_complete(i, -1);
+		tot += poll_all(wc + tot, max - tot);
+		check_progress(sqp[i]);
+		CU_ASSERT_FATAL(++rounds < 100000);
+	} while (sqp[i]->queued || fk_outstanding(i));
+	return tot;
+}
+
+static bool internal_id(uint64_t id)
+{
+	return id >= SV_SEQ_BASE && id < SV_SEQ_BASE + (1ull << 40);
+}
+
+static void check_no_internal(const struct ibv_wc *wc, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		CU_ASSERT(!internal_id(wc[i].wr_id));
+}
+
+/* ------------------------------------------------------------ slicing */
+
+/* Post one WRITE of len with a huge window; return the WQEs it became. */
+static int slices_of(uint64_t len, enum ibv_wr_opcode op)
+{
+	int n;
+
+	cfg_default();
+	cfg.window_slices = 1000;
+	setup(64);
+	mkqp(0, 256, false);
+	CU_ASSERT_EQUAL(post(sqp[0], 1, op, len, IBV_SEND_SIGNALED), 0);
+	n = fk->sq[0].posted;
+	return n;
+}
+
+static void check_slices(uint64_t len, int want)
+{
+	uint64_t off = 0;
+	int i, n = slices_of(len, IBV_WR_RDMA_WRITE);
+
+	CU_ASSERT_EQUAL(n, want);
+	for (i = 0; i < n; i++) {
+		struct fk_wqe *w = fk_wqe(0, i);
+
+		CU_ASSERT_EQUAL(w->wr.opcode, IBV_WR_RDMA_WRITE);
+		CU_ASSERT_EQUAL(w->wr.wr.rdma.remote_addr, RADDR + off);
+		CU_ASSERT_EQUAL(w->wr.wr.rdma.rkey, 9);
+		CU_ASSERT_EQUAL(w->sge[0].addr, LADDR + off);
+		CU_ASSERT(w->bytes <= SL);
+		off += w->bytes;
+	}
+	CU_ASSERT_EQUAL(off, len);
+	/* only the last WQE reports (the WR is signaled) */
+	CU_ASSERT(fk_wqe(0, n - 1)->signaled);
+	teardown();
+}
+
+static void test_slice_boundaries(void)
+{
+	check_slices(1, 1);
+	check_slices(SL - 1, 1);
+	check_slices(SL, 1);
+	check_slices(SL + 1, 2);
+	check_slices(3 * SL - 1, 3);
+	check_slices(3 * SL, 3);
+	check_slices(3 * SL + 1, 4);
+}
+
+static void test_slice_multi_sge(void)
+{
+	struct ibv_sge sge[4] = {
+		{ .addr = 0x1000, .length = 1000, .lkey = 1 },
+		{ .addr = 0x100000, .length = 5000, .lkey = 2 },
+		{ .addr = 0x200000, .length = 100, .lkey = 3 },
+		{ .addr = 0x300000, .length = 3000, .lkey = 4 },
+	};
+	struct fk_wqe *w;
+
+	cfg_default();
+	cfg.window_slices = 1000;
+	setup(64);
+	mkqp(0, 64, false);
+	CU_ASSERT_EQUAL(post_sge(sqp[0], 1, IBV_WR_RDMA_READ, sge, 4,
+				 IBV_SEND_SIGNALED),
+			0);
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 3);
+	/* slice 1: sge0 whole + 3096 of sge1 */
+	w = fk_wqe(0, 0);
+	CU_ASSERT_EQUAL(w->wr.opcode, IBV_WR_RDMA_READ);
+	CU_ASSERT_EQUAL(w->wr.num_sge, 2);
+	CU_ASSERT(w->sge[0].addr == 0x1000 && w->sge[0].length == 1000 &&
+		  w->sge[0].lkey == 1);
+	CU_ASSERT(w->sge[1].addr == 0x100000 && w->sge[1].length == 3096 &&
+		  w->sge[1].lkey == 2);
+	CU_ASSERT_EQUAL(w->wr.wr.rdma.remote_addr, RADDR);
+	/* slice 2: rest of sge1, sge2, 2092 of sge3 */
+	w = fk_wqe(0, 1);
+	CU_ASSERT_EQUAL(w->wr.opcode, IBV_WR_RDMA_READ);
+	CU_ASSERT_EQUAL(w->wr.num_sge, 3);
+	CU_ASSERT(w->sge[0].addr == 0x100000 + 3096 &&
+		  w->sge[0].length == 1904 && w->sge[0].lkey == 2);
+	CU_ASSERT(w->sge[1].addr == 0x200000 && w->sge[1].length == 100);
+	CU_ASSERT(w->sge[2].addr == 0x300000 && w->sge[2].length == 2092 &&
+		  w->sge[2].lkey == 4);
+	CU_ASSERT_EQUAL(w->wr.wr.rdma.remote_addr, RADDR + SL);
+	/* slice 3: the last 908 bytes of sge3 */
+	w = fk_wqe(0, 2);
+	CU_ASSERT_EQUAL(w->wr.num_sge, 1);
+	CU_ASSERT(w->sge[0].addr == 0x300000 + 2092 && w->sge[0].length == 908);
+	CU_ASSERT_EQUAL(w->wr.wr.rdma.remote_addr, RADDR + 2 * SL);
+	teardown();
+}
+
+static void test_slice_write_imm(void)
+{
+	struct ibv_wc wc[8];
+	int i, n = slices_of(3 * SL, IBV_WR_RDMA_WRITE_WITH_IMM);
+
+	CU_ASSERT_EQUAL_FATAL(n, 3);
+	for (i = 0; i < 2; i++) {
+		CU_ASSERT_EQUAL(fk_wqe(0, i)->wr.opcode, IBV_WR_RDMA_WRITE);
+		CU_ASSERT(!(fk_wqe(0, i)->wr.send_flags & IBV_SEND_SOLICITED));
+	}
+	CU_ASSERT_EQUAL(fk_wqe(0, 2)->wr.opcode, IBV_WR_RDMA_WRITE_WITH_IMM);
+	CU_ASSERT_EQUAL(fk_wqe(0, 2)->wr.imm_data, htobe32(0x1234));
+	n = drain(0, wc, 8);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(wc[0].opcode, IBV_WC_RDMA_WRITE);
+	CU_ASSERT_EQUAL(wc[0].byte_len, 3 * SL);
+	teardown();
+}
+
+static void test_not_sliced(void)
+{
+	cfg_default();
+	cfg.window_slices = 1000;
+	setup(64);
+	mkqp(0, 64, false);
+	post(sqp[0], 1, IBV_WR_SEND, 10 * SL, IBV_SEND_SIGNALED);
+	post(sqp[0], 2, IBV_WR_SEND_WITH_IMM, 10 * SL, IBV_SEND_SIGNALED);
+	post(sqp[0], 3, IBV_WR_RDMA_WRITE, 0, IBV_SEND_SIGNALED);
+	post(sqp[0], 4, IBV_WR_RDMA_WRITE, 60, IBV_SEND_INLINE);
+	post(sqp[0], 5, IBV_WR_ATOMIC_FETCH_AND_ADD, 8, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 5);
+	CU_ASSERT_EQUAL(fk_wqe(0, 0)->bytes, 10 * SL);
+	CU_ASSERT_EQUAL(fk_wqe(0, 2)->wr.num_sge, 0);
+	CU_ASSERT(fk_wqe(0, 3)->wr.send_flags & IBV_SEND_INLINE);
+	teardown();
+}
+
+/* Inline data is copied at post: the application may reuse its buffer. */
+static void test_inline_copied(void)
+{
+	struct fk_wqe *w;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 8, false);
+	/* fill the window so the inline WR stays queued */
+	post(sqp[0], 1, IBV_WR_RDMA_WRITE, 4 * SL, 0);
+	memset(inline_buf, 0xab, 32);
+	post(sqp[0], 2, IBV_WR_SEND, 32, IBV_SEND_INLINE | IBV_SEND_SIGNALED);
+	memset(inline_buf, 0, 32);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 2);
+	fk_complete(0, -1);
+	poll_all((struct ibv_wc[8]){}, 8);
+	fk_complete(0, -1);
+	poll_all((struct ibv_wc[8]){}, 8);
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 5);
+	w = fk_wqe(0, 4);
+	CU_ASSERT_EQUAL(w->wr.opcode, IBV_WR_SEND);
+	CU_ASSERT(w->inl[0] == 0xab && w->inl[31] == 0xab);
+	teardown();
+}
+
+/* ------------------------------------------------------------ priority */
+
+static void test_prio_bits_stripped(void)
+{
+	unsigned int f =
+		IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | SVERBS_PRIO(3);
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 16, false);
+	post(sqp[0], 1, IBV_WR_SEND, 100, f);
+	post(sqp[0], 2, IBV_WR_SEND, 100, SVERBS_PRIO(0));
+	CU_ASSERT_EQUAL(fk->leaks, 0);
+	CU_ASSERT_EQUAL(fk_wqe(0, 0)->wr.send_flags,
+			IBV_SEND_SIGNALED | IBV_SEND_SOLICITED);
+	teardown();
+}
+
+/*
+ * A large low-priority WRITE fills the window; a high-priority SEND posted
+ * after it goes out before the WRITE's next slice; FIFO within a level.
+ */
+static void test_prio_overtakes(void)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 64, false);
+	post(sqp[0], 1, IBV_WR_RDMA_WRITE, 8 * SL,
+	     IBV_SEND_SIGNALED | SVERBS_PRIO(7));
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 2); /* the window: 2 slices */
+	post(sqp[0], 2, IBV_WR_SEND, 100, IBV_SEND_SIGNALED | SVERBS_PRIO(3));
+	post(sqp[0], 3, IBV_WR_SEND, 101, IBV_SEND_SIGNALED | SVERBS_PRIO(0));
+	post(sqp[0], 4, IBV_WR_SEND, 102, IBV_SEND_SIGNALED | SVERBS_PRIO(3));
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 2);
+	check_progress(sqp[0]);
+	/* one slice leaves: the SENDs go before the WRITE's next slice */
+	fk_complete(0, 1);
+	poll_all(wc, 16);
+	CU_ASSERT_FATAL(fk->sq[0].posted >= 6);
+	CU_ASSERT_EQUAL(fk_wqe(0, 2)->bytes, 101);
+	CU_ASSERT_EQUAL(fk_wqe(0, 3)->bytes, 100);
+	CU_ASSERT_EQUAL(fk_wqe(0, 4)->bytes, 102);
+	CU_ASSERT_EQUAL(fk_wqe(0, 5)->wr.opcode, IBV_WR_RDMA_WRITE);
+	CU_ASSERT_EQUAL(fk_wqe(0, 5)->wr.wr.rdma.remote_addr, RADDR + 2 * SL);
+	n = drain(0, wc, 16);
+	CU_ASSERT_EQUAL(n, 4);
+	teardown();
+}
+
+static int find_wc(const struct ibv_wc *wc, int n, uint64_t id)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (wc[i].wr_id == id)
+			return i;
+	return -1;
+}
+
+static void test_prio_completion_order(void)
+{
+	struct ibv_wc wc[32];
+	int n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 64, false);
+	post(sqp[0], 1, IBV_WR_RDMA_WRITE, 8 * SL,
+	     IBV_SEND_SIGNALED | SVERBS_PRIO(7));
+	post(sqp[0], 2, IBV_WR_SEND, 100, IBV_SEND_SIGNALED | SVERBS_PRIO(3));
+	post(sqp[0], 3, IBV_WR_SEND, 100, IBV_SEND_SIGNALED | SVERBS_PRIO(0));
+	post(sqp[0], 4, IBV_WR_SEND, 100, IBV_SEND_SIGNALED | SVERBS_PRIO(3));
+	n = drain(0, wc, 32);
+	CU_ASSERT_EQUAL_FATAL(n, 4);
+	check_no_internal(wc, n);
+	/* level 0 first, FIFO within level 3, the large WRITE last */
+	CU_ASSERT(find_wc(wc, n, 3) < find_wc(wc, n, 2));
+	CU_ASSERT(find_wc(wc, n, 2) < find_wc(wc, n, 4));
+	CU_ASSERT(find_wc(wc, n, 4) < find_wc(wc, n, 1));
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 1)].byte_len, 8 * SL);
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 1)].opcode, IBV_WC_RDMA_WRITE);
+	teardown();
+}
+
+static void test_prio_policy(void)
+{
+	struct ibv_wc wc[32];
+	int n;
+
+	cfg_default();
+	cfg.small_msg_bytes = 256;
+	cfg.default_prio = 5;
+	setup(64);
+	mkqp(0, 64, false);
+	post(sqp[0], 1, IBV_WR_RDMA_WRITE, 8 * SL, IBV_SEND_SIGNALED);
+	post(sqp[0], 2, IBV_WR_SEND, 1000, IBV_SEND_SIGNALED); /* default */
+	post(sqp[0], 3, IBV_WR_SEND, 256, IBV_SEND_SIGNALED);  /* small */
+	post(sqp[0], 4, IBV_WR_SEND, 10, IBV_SEND_SIGNALED | SVERBS_PRIO(6));
+	CU_ASSERT_EQUAL(sqp[0]->slots[sqp[0]->level[0].head].wr.wr_id, 3);
+	CU_ASSERT_EQUAL(sqp[0]->slots[sqp[0]->level[5].head].wr.wr_id, 1);
+	CU_ASSERT_EQUAL(sqp[0]->slots[sqp[0]->level[6].head].wr.wr_id, 4);
+	n = drain(0, wc, 32);
+	CU_ASSERT_EQUAL(n, 4);
+	CU_ASSERT(find_wc(wc, n, 3) < find_wc(wc, n, 2));
+	CU_ASSERT(find_wc(wc, n, 2) < find_wc(wc, n, 4));
+	teardown();
+}
+
+/* ------------------------------------------------------------ bounds */
+
+static void test_window_bound(void)
+{
+	struct ibv_wc wc[64];
+	int i, n;
+
+	cfg_default();
+	cfg.window_slices = 3;
+	setup(64);
+	mkqp(0, 64, false);
+	for (i = 0; i < 4; i++)
+		post(sqp[0], (uint64_t)i, IBV_WR_RDMA_WRITE, 10 * SL + 7,
+		     IBV_SEND_SIGNALED);
+	for (i = 0; i < 20; i++)
+		post(sqp[0], 100 + (uint64_t)i, IBV_WR_SEND, 700,
+		     IBV_SEND_SIGNALED);
+	n = 0;
+	while (sqp[0]->queued || fk_outstanding(0)) {
+		/* bytes in flight: below the window plus one WQE */
+		CU_ASSERT(fk->sq[0].out_bytes < 3 * SL + SL);
+		check_progress(sqp[0]);
+		fk_complete(0, 1);
+		n += poll_all(wc + n, 64 - n);
+	}
+	CU_ASSERT(fk->sq[0].max_out_bytes < 4 * SL);
+	CU_ASSERT_EQUAL(n, 24);
+	teardown();
+}
+
+static void test_depth_bound(void)
+{
+	struct ibv_wc wc[64];
+	int i, n;
+
+	cfg_default();
+	cfg.window_slices = 1000;
+	setup(64);
+	mkqp(0, 16, false);
+	for (i = 0; i < 16; i++)
+		CU_ASSERT_EQUAL(post(sqp[0], (uint64_t)i, IBV_WR_SEND, 8,
+				     i % 4 == 3 ? IBV_SEND_SIGNALED : 0),
+				0);
+	CU_ASSERT_EQUAL(fk_outstanding(0), 15);
+	check_progress(sqp[0]);
+	n = drain(0, wc, 64);
+	CU_ASSERT_EQUAL(n, 4);
+	CU_ASSERT(fk->sq[0].max_out <= 15);
+	/* a large WRITE never exceeds the depth either */
+	post(sqp[0], 99, IBV_WR_RDMA_WRITE, 100 * SL, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(fk_outstanding(0), 15);
+	n = drain(0, wc, 64);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT(fk->sq[0].max_out <= 15);
+	teardown();
+}
+
+static void test_capacity(void)
+{
+	struct ibv_send_wr wr[10], *bad = NULL;
+	struct ibv_sge sge = { .addr = LADDR, .length = 8, .lkey = 1 };
+	struct ibv_wc wc[16];
+	int i;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 8, false);
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < 10; i++) {
+		wr[i].wr_id = (uint64_t)i;
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_SEND;
+		wr[i].send_flags = i == 7 ? IBV_SEND_SIGNALED : 0;
+		wr[i].next = i < 9 ? &wr[i + 1] : NULL;
+	}
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), ENOMEM);
+	CU_ASSERT_PTR_EQUAL(bad, &wr[8]);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 0);
+	CU_ASSERT_EQUAL(fk_outstanding(0), 7); /* depth: max_send_wr - 1 */
+	/* nothing completed: still full */
+	poll_all(wc, 16);
+	CU_ASSERT_EQUAL(post(sqp[0], 50, IBV_WR_SEND, 8, 0), ENOMEM);
+	/* unsignaled WRs are retired by a later (maybe internal) completion */
+	fk_complete(0, 1);
+	poll_all(wc, 16);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 0);
+	CU_ASSERT_EQUAL(drain(0, wc, 16), 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 7);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 8);
+	CU_ASSERT_EQUAL(post(sqp[0], 50, IBV_WR_SEND, 8, 0), 0);
+	teardown();
+}
+
+static void test_validation(void)
+{
+	struct ibv_sge sge[6] = {};
+	struct ibv_send_wr wr[3], *bad = NULL;
+	int i;
+
+	cfg_default();
+	setup(64);
+	mkqp_type(0, IBV_QPT_RC, 8, 4, 64, false);
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < 3; i++) {
+		wr[i].wr_id = (uint64_t)i;
+		wr[i].sg_list = sge;
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_SEND;
+		wr[i].next = i < 2 ? &wr[i + 1] : NULL;
+	}
+	wr[1].num_sge = 5;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), EINVAL);
+	CU_ASSERT_PTR_EQUAL(bad, &wr[1]);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 7); /* wr[0] was taken */
+	wr[1].num_sge = 1;
+	sge[0].length = 65;
+	sge[0].addr = (uintptr_t)inline_buf;
+	wr[1].send_flags = IBV_SEND_INLINE;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], &wr[1], &bad), EINVAL);
+	CU_ASSERT_PTR_EQUAL(bad, &wr[1]);
+	teardown();
+
+	/* UC carries no READ */
+	setup(64);
+	mkqp_type(0, IBV_QPT_UC, 8, 4, 64, false);
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_RDMA_READ, 8, 0), EINVAL);
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_RDMA_WRITE, 8, 0), 0);
+	teardown();
+}
+
+static void test_qp_types(void)
+{
+	struct ibv_qp_init_attr_ex a = {};
+
+	cfg_default();
+	setup(64);
+	CU_ASSERT_PTR_NULL(mkqp_type(0, IBV_QPT_UD, 8, 1, 0, false));
+	CU_ASSERT_PTR_NULL(mkqp_type(1, IBV_QPT_XRC_SEND, 8, 1, 0, false));
+	CU_ASSERT_PTR_NOT_NULL(mkqp_type(2, IBV_QPT_UC, 8, 1, 0, false));
+	a.cap.max_send_wr = 8;
+	a.comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_TSO;
+	CU_ASSERT_PTR_NULL(sverbs_qp_create(
+		&fk_adapter, fk_qp(3, IBV_QPT_RC, 8, false), scq, &a, &cfg));
+	cfg.mode = SVERBS_MODE_OFF;
+	CU_ASSERT_PTR_NULL(sverbs_cq_create(&fk_adapter, fk_cq(), &cfg));
+	teardown();
+}
+
+/* ------------------------------------------------------------ completions */
+
+static void test_one_completion_per_wr(void)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 16, false);
+	post(sqp[0], 0xabc, IBV_WR_RDMA_WRITE, 5 * SL + 3, IBV_SEND_SIGNALED);
+	post(sqp[0], 0xabd, IBV_WR_RDMA_READ, 3 * SL, IBV_SEND_SIGNALED);
+	n = drain(0, wc, 16);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 0xabc);
+	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(wc[0].opcode, IBV_WC_RDMA_WRITE);
+	CU_ASSERT_EQUAL(wc[0].byte_len, 5 * SL + 3);
+	CU_ASSERT_EQUAL(wc[0].qp_num, 0x100);
+	CU_ASSERT_EQUAL(wc[1].wr_id, 0xabd);
+	CU_ASSERT_EQUAL(wc[1].opcode, IBV_WC_RDMA_READ);
+	CU_ASSERT_EQUAL(wc[1].byte_len, 3 * SL);
+	CU_ASSERT(fk->sq[0].posted == 9);
+	teardown();
+}
+
+static void test_unsignaled(void)
+{
+	struct ibv_wc wc[64];
+	int i, n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 32, false);
+	for (i = 0; i < 20; i++)
+		post(sqp[0], (uint64_t)i, IBV_WR_RDMA_WRITE,
+		     i % 3 ? 100 : 3 * SL, i == 19 ? IBV_SEND_SIGNALED : 0);
+	n = drain(0, wc, 64);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 19);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 32);
+	teardown();
+}
+
+static void test_sig_all(void)
+{
+	struct ibv_wc wc[64];
+	int i, n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 32, true);
+	for (i = 0; i < 10; i++)
+		post(sqp[0], (uint64_t)i, IBV_WR_RDMA_WRITE,
+		     i % 2 ? 100 : 3 * SL, 0);
+	n = drain(0, wc, 64);
+	CU_ASSERT_EQUAL(n, 10);
+	for (i = 0; i < n; i++) {
+		CU_ASSERT_EQUAL(wc[i].wr_id, (uint64_t)i);
+		CU_ASSERT_EQUAL(wc[i].byte_len, i % 2 ? 100 : 3 * SL);
+	}
+	teardown();
+}
+
+/* Receive completions and completions of other QPs pass untouched. */
+static void test_passthrough(void)
+{
+	struct ibv_wc raw = {}, wc[8];
+	int n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 8, false);
+	raw.wr_id = 5;
+	raw.opcode = IBV_WC_RECV;
+	raw.byte_len = 77;
+	raw.qp_num = 0x100;
+	fk->cqe[0] = raw;
+	raw.wr_id = 6;
+	raw.status = IBV_WC_WR_FLUSH_ERR; /* error recv: no opcode */
+	raw.opcode = 0xff;
+	fk->cqe[1] = raw;
+	raw.wr_id = SV_SEQ_BASE + 3; /* unmanaged QP: its wr_id is its own */
+	raw.status = IBV_WC_SUCCESS;
+	raw.opcode = IBV_WC_SEND;
+	raw.qp_num = 0x999;
+	fk->cqe[2] = raw;
+	fk->cq_n = 3;
+	n = poll_all(wc, 8);
+	CU_ASSERT_EQUAL_FATAL(n, 3);
+	CU_ASSERT(wc[0].wr_id == 5 && wc[0].byte_len == 77);
+	CU_ASSERT(wc[1].wr_id == 6 && wc[1].status == IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT(wc[2].wr_id == SV_SEQ_BASE + 3);
+	teardown();
+}
+
+/* ------------------------------------------------------------ errors */
+
+static void count_ids(const struct ibv_wc *wc, int n, int *count, int max)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (wc[i].wr_id < (uint64_t)max)
+			count[wc[i].wr_id]++;
+}
+
+static void error_mid_transfer(bool signaled_only)
+{
+	struct ibv_wc wc[64];
+	int count[16] = {}, i, n;
+
+	cfg_default();
+	setup(64);
+	fk->flush_signaled_only = signaled_only;
+	mkqp(0, 32, false);
+	post(sqp[0], 1, IBV_WR_SEND, 100, IBV_SEND_SIGNALED);
+	post(sqp[0], 2, IBV_WR_RDMA_WRITE, 6 * SL, 0); /* unsignaled */
+	post(sqp[0], 3, IBV_WR_SEND, 100, IBV_SEND_SIGNALED);
+	post(sqp[0], 4, IBV_WR_SEND, 100, 0);
+	/* 1 and the first slice of 2 succeed, the second slice fails */
+	fk_complete(0, 2);
+	n = poll_all(wc, 64);
+	fk_fail_next(0, IBV_WC_REM_ACCESS_ERR);
+	n += poll_all(wc + n, 64 - n);
+	n += drain(0, wc + n, 64 - n);
+	check_no_internal(wc, n);
+	count_ids(wc, n, count, 16);
+	for (i = 1; i <= 4; i++)
+		CU_ASSERT_EQUAL(count[i], 1);
+	CU_ASSERT_EQUAL(n, 4);
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 1)].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 2)].status, IBV_WC_REM_ACCESS_ERR);
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 2)].vendor_err, 0x42);
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 3)].status, IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 4)].status, IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT(find_wc(wc, n, 2) < find_wc(wc, n, 3));
+	CU_ASSERT(find_wc(wc, n, 3) < find_wc(wc, n, 4));
+	/* later posts flush too, once each */
+	post(sqp[0], 5, IBV_WR_RDMA_WRITE, 5 * SL, 0);
+	post(sqp[0], 6, IBV_WR_SEND, 10, IBV_SEND_SIGNALED);
+	n = drain(0, wc, 64);
+	CU_ASSERT_EQUAL(n, 2);
+	CU_ASSERT(wc[0].wr_id == 5 && wc[0].status == IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT(wc[1].wr_id == 6 && wc[1].status == IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 32);
+	CU_ASSERT_EQUAL(sqp[0]->inflight_wqes, 0);
+	CU_ASSERT_FALSE(fk->cq_overflow);
+	teardown();
+}
+
+static void test_error_mid_transfer(void)
+{
+	error_mid_transfer(false);
+}
+
+static void test_error_flush_signaled_only(void)
+{
+	error_mid_transfer(true);
+}
+
+static void test_modify_err(void)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+	struct ibv_wc wc[64];
+	int count[16] = {}, i, n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 32, false);
+	post(sqp[0], 1, IBV_WR_SEND, 100, IBV_SEND_SIGNALED);
+	post(sqp[0], 2, IBV_WR_RDMA_WRITE, 6 * SL, IBV_SEND_SIGNALED);
+	post(sqp[0], 3, IBV_WR_SEND, 100, 0);
+	post(sqp[0], 4, IBV_WR_SEND, 100, IBV_SEND_SIGNALED | SVERBS_PRIO(7));
+	fk_complete(0, 1); /* 1 succeeds */
+	sverbs_qp_modify_pre(sqp[0], &attr, IBV_QP_STATE);
+	fk_qp_error(0);
+	sverbs_qp_modify_post(sqp[0], &attr, IBV_QP_STATE, 0);
+	n = drain(0, wc, 64);
+	check_no_internal(wc, n);
+	count_ids(wc, n, count, 16);
+	for (i = 1; i <= 4; i++)
+		CU_ASSERT_EQUAL(count[i], 1);
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 1)].status, IBV_WC_SUCCESS);
+	for (i = 2; i <= 4; i++)
+		CU_ASSERT_EQUAL(wc[find_wc(wc, n, (uint64_t)i)].status,
+				IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT_EQUAL(n, 4);
+	teardown();
+}
+
+static void test_modify_reset(void)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_RESET };
+	struct ibv_wc wc[64];
+	int count[16] = {}, i, n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 32, false);
+	post(sqp[0], 1, IBV_WR_SEND, 100, IBV_SEND_SIGNALED);
+	post(sqp[0], 2, IBV_WR_RDMA_WRITE, 6 * SL, 0);
+	post(sqp[0], 3, IBV_WR_SEND, 100, IBV_SEND_SIGNALED);
+	fk_complete(0, 1); /* 1's completion is in the CQ */
+	sverbs_qp_modify_pre(sqp[0], &attr, IBV_QP_STATE);
+	/* a reset discards the hardware queue and (mlx5) this QP's CQEs */
+	fk->sq[0].done = fk->sq[0].posted;
+	fk->cq_n = 0;
+	sverbs_qp_modify_post(sqp[0], &attr, IBV_QP_STATE, 0);
+	n = poll_all(wc, 64);
+	count_ids(wc, n, count, 16);
+	for (i = 1; i <= 3; i++)
+		CU_ASSERT_EQUAL(count[i], 1);
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 1)].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 2)].status, IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 3)].status, IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 32);
+	/* usable again after reset */
+	CU_ASSERT_EQUAL(post(sqp[0], 9, IBV_WR_SEND, 10, IBV_SEND_SIGNALED), 0);
+	n = drain(0, wc, 64);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 9 && wc[0].status == IBV_WC_SUCCESS);
+	teardown();
+}
+
+static void test_destroy_with_queued(void)
+{
+	struct ibv_wc wc[64];
+	int count[16] = {}, i, n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 32, false);
+	mkqp(1, 32, false);
+	post(sqp[0], 1, IBV_WR_SEND, 100, IBV_SEND_SIGNALED);
+	post(sqp[0], 2, IBV_WR_RDMA_WRITE, 6 * SL, IBV_SEND_SIGNALED);
+	post(sqp[0], 3, IBV_WR_SEND, 100, 0);
+	post(sqp[1], 10, IBV_WR_SEND, 100, IBV_SEND_SIGNALED);
+	fk_complete(0, 2); /* 1 done, 2's first slice done */
+	fk_complete(1, -1);
+	sverbs_qp_destroy_pre(sqp[0]);
+	/* an in-flight WQE completes between drain and destroy */
+	fk_complete(0, 1);
+	sverbs_qp_destroy_post(sqp[0], 0);
+	sqp[0] = NULL;
+	n = poll_all(wc, 64);
+	check_no_internal(wc, n);
+	count_ids(wc, n, count, 16);
+	for (i = 1; i <= 3; i++)
+		CU_ASSERT_EQUAL(count[i], 1);
+	CU_ASSERT_EQUAL(count[10], 1);
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 1)].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 2)].status, IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 3)].status, IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT_EQUAL(wc[find_wc(wc, n, 10)].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(n, 4);
+	teardown();
+}
+
+/* ------------------------------------------------------------ fence */
+
+static void test_fence(void)
+{
+	struct ibv_wc wc[64];
+	int n, k, f = -1;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 32, false);
+	post(sqp[0], 1, IBV_WR_RDMA_WRITE, 4 * SL, SVERBS_PRIO(7));
+	post(sqp[0], 2, IBV_WR_RDMA_READ, 100,
+	     IBV_SEND_SIGNALED | IBV_SEND_FENCE | SVERBS_PRIO(5));
+	post(sqp[0], 3, IBV_WR_SEND, 100, IBV_SEND_SIGNALED | SVERBS_PRIO(0));
+	/* 3 may not pass the fenced WR, nor 2 the large WRITE */
+	for (k = 0; k < 100 && (sqp[0]->queued || fk_outstanding(0)); k++) {
+		int i;
+
+		check_progress(sqp[0]);
+		if (f < 0) {
+			for (i = 0; i < fk->sq[0].posted; i++) {
+				if (fk_wqe(0, i)->wr.opcode != IBV_WR_RDMA_READ)
+					continue;
+				f = i;
+				/* everything before it had completed */
+				CU_ASSERT_EQUAL(fk->sq[0].done, i);
+				CU_ASSERT(fk_wqe(0, i)->wr.send_flags &
+					  IBV_SEND_FENCE);
+			}
+		}
+		fk_complete(0, 1);
+		poll_all(wc, 64);
+	}
+	CU_ASSERT_FATAL(f >= 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, f + 2);
+	CU_ASSERT_EQUAL(fk_wqe(0, f + 1)->wr.opcode, IBV_WR_SEND);
+	teardown();
+
+	/* earlier WQEs all unsignaled and posted: the hardware fence orders */
+	setup(64);
+	mkqp(0, 32, false);
+	post(sqp[0], 1, IBV_WR_SEND, 100, 0);
+	post(sqp[0], 2, IBV_WR_SEND, 100, IBV_SEND_SIGNALED | IBV_SEND_FENCE);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 2);
+	CU_ASSERT(fk_wqe(0, 1)->wr.send_flags & IBV_SEND_FENCE);
+	n = drain(0, wc, 64);
+	CU_ASSERT_EQUAL(n, 1);
+	teardown();
+}
+
+/* ------------------------------------------------------------ headroom */
+
+/*
+ * Many QPs on one CQ, the hardware completes everything before the
+ * application polls: the CQ must never overflow, whatever sverbs signals
+ * for itself.  Each QP has at most 2 signaled WRs outstanding; the
+ * application sized its CQ for that.
+ */
+static void headroom_case(bool resize)
+{
+	struct ibv_wc wc[256];
+	int i, q, round, n = 0, want = 0;
+
+	cfg_default();
+	cfg.cq_headroom = resize ? 4 : 12;
+	cfg.window_slices = 8;
+	setup(8 * 2);
+	fk->resize_fails = !resize;
+	for (q = 0; q < 8; q++)
+		CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(q, 64, false));
+	if (resize)
+		CU_ASSERT_EQUAL(fk_cq()->cqe, 16 + 4 * 8);
+
+	for (round = 0; round < 20; round++) {
+		for (q = 0; q < 8; q++) {
+			for (i = 0; i < 2; i++)
+				post(sqp[q], (uint64_t)i, IBV_WR_RDMA_WRITE,
+				     9 * SL, i ? IBV_SEND_SIGNALED : 0);
+			want++;
+		}
+		while (1) {
+			bool busy = false;
+
+			for (q = 0; q < 8; q++) {
+				fk_complete(q, -1);
+				busy |= sqp[q]->queued || fk_outstanding(q);
+			}
+			CU_ASSERT_FALSE_FATAL(fk->cq_overflow);
+			n += poll_all(wc, 256);
+			for (q = 0; q < 8; q++)
+				busy |= sqp[q]->queued || fk_outstanding(q);
+			if (!busy)
+				break;
+		}
+		CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 0);
+	}
+	CU_ASSERT_EQUAL(n, want);
+	CU_ASSERT_FALSE(fk->cq_overflow);
+	teardown();
+}
+
+static void test_headroom_shared(void)
+{
+	headroom_case(false);
+}
+
+static void test_headroom_resize(void)
+{
+	headroom_case(true);
+}
+
+/* No resize and no headroom left: the QP stays stock. */
+static void test_headroom_refuse(void)
+{
+	cfg_default();
+	cfg.cq_headroom = 4;
+	setup(16);
+	fk->resize_fails = true;
+	CU_ASSERT_PTR_NOT_NULL(mkqp(0, 8, false));
+	CU_ASSERT_PTR_NOT_NULL(mkqp(1, 8, false));
+	CU_ASSERT_PTR_NOT_NULL(mkqp(2, 8, false));
+	CU_ASSERT_PTR_NULL(mkqp(3, 8, false));
+	CU_ASSERT_EQUAL(fk->resize_calls, 3);
+	teardown();
+}
+
+/* ------------------------------------------------------------ ex CQ */
+
+static void test_ex_cq(void)
+{
+	struct ibv_cq_ex *cx;
+	struct ibv_poll_cq_attr pa = {};
+	struct ibv_wc wc[8];
+	uint64_t ids[8];
+	int n = 0;
+
+	cfg_default();
+	setup(64);
+	fk_install_ex();
+	cx = &fk->cqx;
+	CU_ASSERT_FALSE(sverbs_cq_install_ex_ops(
+		scq, cx, IBV_WC_EX_WITH_COMPLETION_TIMESTAMP));
+	CU_ASSERT(cx->start_poll != NULL && cx->read_opcode != NULL);
+	CU_ASSERT_TRUE_FATAL(
+		sverbs_cq_install_ex_ops(scq, cx, IBV_WC_STANDARD_FLAGS));
+	mkqp(0, 16, false);
+	CU_ASSERT_EQUAL(cx->start_poll(cx, &pa), ENOENT);
+	post(sqp[0], 7, IBV_WR_RDMA_WRITE, 5 * SL, IBV_SEND_SIGNALED);
+	post(sqp[0], 8, IBV_WR_SEND, 5, IBV_SEND_SIGNALED | SVERBS_PRIO(7));
+	while (sqp[0]->queued || fk_outstanding(0)) {
+		int ret;
+
+		fk_complete(0, -1);
+		ret = cx->start_poll(cx, &pa);
+		if (ret == ENOENT)
+			continue;
+		CU_ASSERT_EQUAL_FATAL(ret, 0);
+		do {
+			CU_ASSERT_FATAL(n < 8);
+			ids[n] = cx->wr_id;
+			CU_ASSERT_EQUAL(cx->status, IBV_WC_SUCCESS);
+			CU_ASSERT_EQUAL(cx->read_qp_num(cx), 0x100);
+			if (cx->wr_id == 7) {
+				CU_ASSERT_EQUAL(cx->read_opcode(cx),
+						IBV_WC_RDMA_WRITE);
+				CU_ASSERT_EQUAL(cx->read_byte_len(cx), 5 * SL);
+			} else {
+				CU_ASSERT_EQUAL(cx->read_opcode(cx),
+						IBV_WC_SEND);
+			}
+			n++;
+		} while (!cx->next_poll(cx));
+		cx->end_poll(cx);
+	}
+	CU_ASSERT_EQUAL(n, 2);
+	CU_ASSERT(ids[0] == 7 && ids[1] == 8);
+	/* ibv_poll_cq on the same CQ works too */
+	post(sqp[0], 9, IBV_WR_SEND, 5, IBV_SEND_SIGNALED);
+	n = drain(0, wc, 8);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 9);
+	teardown();
+}
+
+/* ------------------------------------------------------------ wr_* API */
+
+static struct ibv_qp_ex fake_qpx;
+
+static void test_wr_api(void)
+{
+	struct ibv_qp_ex *qx = &fake_qpx;
+	struct ibv_sge sl[2] = {
+		{ .addr = 0x1000, .length = 2 * SL, .lkey = 3 },
+		{ .addr = 0x9000, .length = SL, .lkey = 4 }
+	};
+	struct ibv_wc wc[16];
+	int n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 16, false);
+	memset(qx, 0, sizeof(*qx));
+	CU_ASSERT_FALSE(sverbs_qp_install_wr_ops(sqp[0], qx,
+						 IBV_QP_EX_WITH_ATOMIC_WRITE));
+	CU_ASSERT_TRUE_FATAL(sverbs_qp_install_wr_ops(
+		sqp[0], qx, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND));
+
+	ibv_wr_start(qx);
+	qx->wr_id = 1;
+	qx->wr_flags = IBV_SEND_SIGNALED | SVERBS_PRIO(7);
+	ibv_wr_rdma_write(qx, 5, RADDR);
+	ibv_wr_set_sge_list(qx, 2, sl);
+	qx->wr_id = 2;
+	qx->wr_flags = IBV_SEND_SIGNALED | SVERBS_PRIO(0);
+	ibv_wr_send(qx);
+	memset(inline_buf, 0x5a, 16);
+	ibv_wr_set_inline_data(qx, inline_buf, 16);
+	memset(inline_buf, 0, 16);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 0); /* nothing before complete */
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
+	CU_ASSERT_EQUAL(fk->leaks, 0);
+	/* the level-0 SEND first, then the WRITE's slices */
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 3);
+	CU_ASSERT_EQUAL(fk_wqe(0, 0)->wr.opcode, IBV_WR_SEND);
+	CU_ASSERT(fk_wqe(0, 0)->wr.send_flags & IBV_SEND_INLINE);
+	CU_ASSERT_EQUAL(fk_wqe(0, 0)->inl[15], 0x5a);
+	CU_ASSERT_EQUAL(fk_wqe(0, 1)->wr.wr.rdma.rkey, 5);
+	n = drain(0, wc, 16);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT(wc[0].wr_id == 2 && wc[1].wr_id == 1);
+	CU_ASSERT_EQUAL(wc[1].byte_len, 3 * SL);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 1 + 3);
+
+	/* abort posts nothing */
+	ibv_wr_start(qx);
+	qx->wr_id = 3;
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, 1, 0x1000, 10);
+	ibv_wr_abort(qx);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	/* an error in the batch: nothing posted, the error returned */
+	ibv_wr_start(qx);
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, 1, 0x1000, 10);
+	ibv_wr_rdma_write(qx, 1, RADDR);
+	ibv_wr_set_sge_list(qx, 5, sl);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), EINVAL);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 4);
+	/* capacity: ENOMEM */
+	ibv_wr_start(qx);
+	for (n = 0; n < 17; n++) {
+		ibv_wr_send(qx);
+		ibv_wr_set_sge(qx, 1, 0x1000, 10);
+	}
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), ENOMEM);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	teardown();
+}
+
+/* ------------------------------------------------------------ adaptive */
+
+static uint64_t fake_now;
+
+static uint64_t fake_clock(void)
+{
+	return fake_now;
+}
+
+static void test_adaptive_slice(void)
+{
+	struct sv_slicer s = { .clock_ns = fake_clock };
+	struct sverbs_config c;
+
+	sverbs_config_defaults(&c);
+	c.slice_bytes = 0;
+	c.slice_min_bytes = 4096;
+	c.slice_max_bytes = 1 << 20;
+	c.hol_target_us = 50;
+	sv_slicer_init(&s, &c);
+	CU_ASSERT_EQUAL(sv_slice_bytes(&s), 64 * 1024);
+	fake_now = 1000;
+	sv_slicer_busy(&s, 128 * 1024);
+	/* 64 KiB in 16 us: 4096 B/us, slice 200 KiB */
+	fake_now += 16000;
+	sv_slicer_retired(&s, 64 * 1024, 64 * 1024);
+	CU_ASSERT_EQUAL(sv_slice_bytes(&s), 4096 * 50);
+	/* much slower samples pull it down, clamped at the minimum */
+	for (int i = 0; i < 100; i++) {
+		fake_now += 1000000000;
+		sv_slicer_retired(&s, 200 * 1024, 64 * 1024);
+	}
+	CU_ASSERT_EQUAL(sv_slice_bytes(&s), 4096);
+	/* an idle SQ stops the interval: no sample across idle time */
+	sv_slicer_retired(&s, 10, 0);
+	CU_ASSERT_FALSE(s.stamped);
+	fake_now += 1000000000;
+	sv_slicer_busy(&s, 100); /* too small to start an interval */
+	CU_ASSERT_FALSE(s.stamped);
+	/* fast again, clamped at the maximum */
+	sv_slicer_busy(&s, 1 << 20);
+	fake_now += 10;
+	sv_slicer_retired(&s, 1 << 20, 1 << 20);
+	for (int i = 0; i < 100; i++) {
+		fake_now += 10;
+		sv_slicer_retired(&s, 1 << 20, 1 << 20);
+	}
+	CU_ASSERT_EQUAL(sv_slice_bytes(&s), 1 << 20);
+	/* fixed size: never changes */
+	c.slice_bytes = 12345;
+	sv_slicer_init(&s, &c);
+	sv_slicer_busy(&s, 1 << 20);
+	fake_now += 10;
+	sv_slicer_retired(&s, 1 << 20, 0);
+	CU_ASSERT_EQUAL(sv_slice_bytes(&s), 12345);
+}
+
+/* The slice size a QP uses follows its measured rate. */
+static void test_adaptive_qp(void)
+{
+	struct ibv_wc wc[16];
+	int i;
+
+	cfg_default();
+	cfg.slice_bytes = 0;
+	cfg.slice_min_bytes = 4096;
+	cfg.hol_target_us = 10;
+	setup(64);
+	mkqp(0, 64, false);
+	sqp[0]->slicer.clock_ns = fake_clock;
+	fake_now = 0;
+	post(sqp[0], 1, IBV_WR_RDMA_WRITE, 1 << 20, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(fk_wqe(0, 0)->bytes, 64 * 1024);
+	/* the SQ drains 1000 B/us: slices of 10 000 bytes */
+	for (i = 0; i < 40 && (sqp[0]->queued || fk_outstanding(0)); i++) {
+		fake_now += (uint64_t)fk_wqe(0, fk->sq[0].done)->bytes;
+		fk_complete(0, 1);
+		poll_all(wc, 16);
+	}
+	CU_ASSERT_EQUAL(sv_slice_bytes(&sqp[0]->slicer), 10000);
+	CU_ASSERT_EQUAL(fk_wqe(0, fk->sq[0].posted - 1)->bytes, 10000);
+	drain(0, wc, 16);
+	teardown();
+}
+
+/* ------------------------------------------------------------ misc */
+
+static void test_doorbells(void)
+{
+	struct ibv_send_wr wr[8], *bad;
+	struct ibv_sge sge = { .addr = LADDR, .length = 8, .lkey = 1 };
+	int i;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 16, false);
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < 8; i++) {
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_SEND;
+		wr[i].next = i < 7 ? &wr[i + 1] : NULL;
+	}
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), 0);
+	CU_ASSERT_EQUAL(fk->doorbells, 1); /* one chain, one doorbell */
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 8);
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
+	CU_ASSERT_EQUAL(fk->notify_calls, 1);
+	teardown();
+}
+
+/* The provider refuses a WQE: nothing is lost, it goes later. */
+static void test_adapter_failure(void)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 16, false);
+	post(sqp[0], 1, IBV_WR_SEND, 8, IBV_SEND_SIGNALED);
+	fk->post_fail_at = 3;
+	post(sqp[0], 2, IBV_WR_SEND, 8, 0);
+	post(sqp[0], 3, IBV_WR_SEND, 8, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 2);
+	CU_ASSERT_EQUAL(sqp[0]->queued, 1);
+	fk->post_fail_at = 0;
+	n = drain(0, wc, 16);
+	CU_ASSERT_EQUAL(n, 2);
+	CU_ASSERT(wc[0].wr_id == 1 && wc[1].wr_id == 3);
+	teardown();
+}
+
+/* Randomized: every WR completes exactly once, whatever happens. */
+static void test_random(void)
+{
+	static int count[4096];
+	struct ibv_wc wc[256];
+	unsigned int seed = 12345;
+	uint64_t id = 0;
+	int i, n, step;
+
+	cfg_default();
+	cfg.window_slices = 3;
+	setup(64 * 2);
+	mkqp(0, 64, false);
+	mkqp(1, 64, true);
+	memset(count, 0, sizeof(count));
+	for (step = 0; step < 3000; step++) {
+		int q = rand_r(&seed) % 2, r = rand_r(&seed) % 10;
+
+		if (r < 5 && id < 4000) {
+			enum ibv_wr_opcode op = rand_r(&seed) % 2
+							? IBV_WR_RDMA_WRITE
+							: IBV_WR_SEND;
+			unsigned int fl = SVERBS_PRIO(rand_r(&seed) % 8) |
+					  IBV_SEND_SIGNALED;
+
+			if (rand_r(&seed) % 7 == 0)
+				fl |= IBV_SEND_FENCE;
+			if (!post(sqp[q], id, op,
+				  (uint64_t)(rand_r(&seed) % (5 * SL)), fl))
+				id++;
+		} else if (r < 9) {
+			fk_complete(q, rand_r(&seed) % 4);
+		}
+		n = poll_all(wc, 256);
+		check_no_internal(wc, n);
+		for (i = 0; i < n; i++) {
+			CU_ASSERT_EQUAL(wc[i].status, IBV_WC_SUCCESS);
+			count[wc[i].wr_id]++;
+		}
+		check_progress(sqp[0]);
+		check_progress(sqp[1]);
+		CU_ASSERT_FALSE(fk->cq_overflow);
+	}
+	n = drain(0, wc, 256);
+	for (i = 0; i < n; i++)
+		count[wc[i].wr_id]++;
+	n = drain(1, wc, 256);
+	for (i = 0; i < n; i++)
+		count[wc[i].wr_id]++;
+	for (i = 0; i < (int)id; i++)
+		CU_ASSERT_EQUAL(count[i], 1);
+	teardown();
+}
+
+int main(void)
+{
+	static const struct {
+		const char *name;
+		CU_TestFunc fn;
+	} tests[] = {
+		{ "slice boundaries", test_slice_boundaries },
+		{ "slice multi-SGE READ", test_slice_multi_sge },
+		{ "slice WRITE_WITH_IMM", test_slice_write_imm },
+		{ "never sliced", test_not_sliced },
+		{ "inline copied", test_inline_copied },
+		{ "prio bits stripped", test_prio_bits_stripped },
+		{ "prio overtakes between slices", test_prio_overtakes },
+		{ "prio completion order", test_prio_completion_order },
+		{ "prio policy", test_prio_policy },
+		{ "window bound", test_window_bound },
+		{ "depth bound", test_depth_bound },
+		{ "capacity ENOMEM bad_wr", test_capacity },
+		{ "validation EINVAL", test_validation },
+		{ "QP types", test_qp_types },
+		{ "one completion per WR", test_one_completion_per_wr },
+		{ "unsignaled", test_unsignaled },
+		{ "sq_sig_all", test_sig_all },
+		{ "pass-through", test_passthrough },
+		{ "error mid-transfer", test_error_mid_transfer },
+		{ "error, signaled flushes only",
+		  test_error_flush_signaled_only },
+		{ "modify to ERR", test_modify_err },
+		{ "modify to RESET", test_modify_reset },
+		{ "destroy with queued WRs", test_destroy_with_queued },
+		{ "fence", test_fence },
+		{ "headroom shared", test_headroom_shared },
+		{ "headroom resize", test_headroom_resize },
+		{ "headroom refuse", test_headroom_refuse },
+		{ "extended CQ", test_ex_cq },
+		{ "wr_* API", test_wr_api },
+		{ "adaptive slicer", test_adaptive_slice },
+		{ "adaptive QP", test_adaptive_qp },
+		{ "doorbells", test_doorbells },
+		{ "adapter failure", test_adapter_failure },
+		{ "random", test_random },
+	};
+	CU_pSuite s;
+	unsigned int fails;
+	size_t i;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("sched", NULL, NULL);
+	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+		CU_add_test(s, tests[i].name, tests[i].fn);
+	CU_basic_set_mode(CU_BRM_VERBOSE);
+	CU_basic_run_tests();
+	fails = CU_get_number_of_failures();
+	CU_cleanup_registry();
+	return fails ? 1 : 0;
+}
