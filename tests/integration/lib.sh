@@ -127,3 +127,23 @@ layer_state() {
   if [ "$ITEST_PREFIX" = system ]; then echo n/a; return; fi
   /usr/bin/python3 "$ITEST_DIR/layer-state.py" "${1:-$RXE_VM_DEV}"
 }
+
+# pyverbs_from_prefix: /usr/bin/python3 with the current PYTHONPATH imports
+# pyverbs from ITEST_PREFIX, and opening a device maps libibverbs and librxe
+# from there (read back from /proc/self/maps).
+pyverbs_from_prefix() {
+  /usr/bin/python3 - "$ITEST_PREFIX" "${RXE_VM_DEV:-rxe0}" <<'PY'
+import os, sys
+prefix, dev = sys.argv[1], sys.argv[2]
+import pyverbs
+from pyverbs.device import Context
+ctx = Context(name=dev)
+maps = {l.split()[-1] for l in open("/proc/self/maps") if "/" in l}
+libs = sorted(p for p in maps if os.path.basename(p).startswith(("libibverbs.so", "librxe-")))
+ok = (pyverbs.__file__.startswith(prefix + "/") and len(libs) == 2
+      and all(p.startswith(prefix + "/lib/") for p in libs))
+print(f"# pyverbs {pyverbs.__file__}; {' '.join(libs)}")
+ctx.close()
+sys.exit(0 if ok else 1)
+PY
+}

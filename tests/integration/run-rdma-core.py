@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""Run rdma-core's own test suite and record every test's outcome.
+
+usage: run-rdma-core.py RESULTS.tsv RDMA_CORE_SRC/tests [run_tests.py args...]
+   e.g. run-rdma-core.py off.tsv /src/tests --dev rxe0 --gid 1 -v
+
+This does exactly what rdma-core's tests/run_tests.py does (load the `tests`
+package with its args_parser, then unittest.main over it), with one addition:
+a result class that also writes one line per test to RESULTS.tsv:
+
+    <test id> TAB <outcome> TAB <first line of the reason>
+
+outcome: ok | skip | fail | error | xfail | xpass.  Errors outside a test
+(setUpClass, a module that does not import) get ids like
+"setUpClass (tests.test_x.Foo)".  The console output is unittest's, as with
+run_tests.py -v.  Exit status: 0 when the run completed (whatever the
+outcomes: compare-rdma-core.py judges them), 2 on a usage error.
+"""
+import os
+import sys
+import unittest
+from importlib.machinery import SourceFileLoader
+
+
+def first_line(text):
+    text = (text or "").strip()
+    lines = text.splitlines()
+    # for a traceback the last line (the exception) says most
+    line = lines[-1] if lines and lines[0].startswith("Traceback") else (lines[0] if lines else "")
+    return line.replace("\t", " ")[:300]
+
+
+class RecordingResult(unittest.TextTestResult):
+    outcomes = []      # (id, outcome, reason), in run order
+
+    def _rec(self, test, outcome, reason=""):
+        self.outcomes.append((test.id(), outcome, first_line(reason)))
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._rec(test, "ok")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._rec(test, "fail", self._exc_info_to_string(err, test))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._rec(test, "error", self._exc_info_to_string(err, test))
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self._rec(test, "skip", reason)
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self._rec(test, "xfail", self._exc_info_to_string(err, test))
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self._rec(test, "xpass")
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:   # a failed subtest fails its test
+            failed = issubclass(err[0], test.failureException)
+            self._rec(test, "fail" if failed else "error",
+                      f"{subtest.id()}: " + self._exc_info_to_string(err, test))
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    results, tests_dir = sys.argv[1], os.path.abspath(sys.argv[2])
+    # as if "python3 tests_dir/run_tests.py ARGS": its dir first on sys.path
+    sys.argv = [os.path.join(tests_dir, "run_tests.py")] + sys.argv[3:]
+    sys.path.insert(0, tests_dir)
+
+    from args_parser import parser
+    tests = SourceFileLoader("tests", os.path.join(tests_dir, "__init__.py")).load_module()
+    parser.parse_args()
+    runner = unittest.TextTestRunner(resultclass=RecordingResult)
+    prog = unittest.main(module=tests, testRunner=runner, exit=False)
+
+    # the last outcome of a test wins (a failed subtest, then the test's own)
+    seen = {}
+    for tid, outcome, reason in RecordingResult.outcomes:
+        if tid in seen and seen[tid][0] in ("fail", "error") and outcome == "ok":
+            continue
+        seen[tid] = (outcome, reason)
+    with open(results + ".tmp", "w") as f:
+        for tid, (outcome, reason) in seen.items():
+            f.write(f"{tid}\t{outcome}\t{reason}\n")
+    os.replace(results + ".tmp", results)
+    r = prog.result
+    print(f"run-rdma-core: {r.testsRun} run, {len(r.failures)} failures, "
+          f"{len(r.errors)} errors, {len(r.skipped)} skipped -> {results}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
