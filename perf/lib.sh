@@ -37,9 +37,7 @@ perf_need_bins() {
 # vm_run 'shell command': in the guest, with the prefix's env.sh sourced.
 vm_run() {
 	[ -x "$VM_RUNNER" ] || perf_die "no VM runner at $VM_RUNNER (set PERF_VM_RUNNER)"
-	# (the runner's SVERBS_VM_* variables would make the layer warn about
-	# unknown SVERBS_* keys in every process: drop them)
-	"$VM_RUNNER" "unset \${!SVERBS_VM_@}; . '$PREFIX/env.sh'; export PERF_BIN='$PERF_BIN'; $1"
+	"$VM_RUNNER" ". '$PREFIX/env.sh'; export PERF_BIN='$PERF_BIN'; $1"
 }
 
 # perf_meta FILE ARGS: write the facts that change how to read the numbers

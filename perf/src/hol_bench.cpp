@@ -55,6 +55,9 @@ struct Result {
     LatencyStats small_sched;  // from the slot's scheduled time (counts posting delays)
     uint64_t small_posted = 0, small_skipped = 0, late_posts = 0;
     double max_post_lag_us = 0;
+    // time spent inside ibv_post_send (on rxe the doorbell syscall runs the
+    // kernel's requester, so a post can take long)
+    double small_post_max_us = 0, large_post_max_us = 0, large_post_total_s = 0;
     uint64_t large_completed = 0, large_bytes = 0;
     double window_s = 0;
 };
@@ -221,6 +224,10 @@ Result HolBench::run() {
                     sched_time_[seq % o_.small_cap] = slot;
                     post_time_[seq % o_.small_cap] = Clock::now();
                     post_small(seq);
+                    if (now >= t_warm)
+                        r.small_post_max_us =
+                            std::max(r.small_post_max_us,
+                                     us_between(post_time_[seq % o_.small_cap], Clock::now()));
                     if (now >= t_warm) {
                         // mark measured samples: only those posted after warm-up
                         measured_posted++;
@@ -246,7 +253,13 @@ Result HolBench::run() {
                         r.large_bytes += large_bytes_;
                     }
                     if (!t_end) {
+                        const TimePoint tp0 = Clock::now();
                         post_large(large_posted++);
+                        const double d = us_between(tp0, Clock::now());
+                        if (tp0 >= t_warm) {
+                            r.large_post_max_us = std::max(r.large_post_max_us, d);
+                            r.large_post_total_s += d / 1e6;
+                        }
                         large_out++;
                     }
                 } else {
@@ -312,10 +325,15 @@ int run_main(const Options& o) {
     j["small"]["skipped"] = r.small_skipped;
     j["small"]["late_posts"] = r.late_posts;
     j["small"]["max_post_lag_us"] = std::round(r.max_post_lag_us);
+    j["small"]["post_call_max_us"] = std::round(r.small_post_max_us);
     j["small_from_schedule"] = to_json(r.small_sched);
-    j["large"] = {{"completed", r.large_completed},
-                  {"bytes", r.large_bytes},
-                  {"mb_per_s", std::round(mbps * 100.0) / 100.0}};
+    j["large"] = {
+        {"completed", r.large_completed},
+        {"bytes", r.large_bytes},
+        {"mb_per_s", std::round(mbps * 100.0) / 100.0},
+        {"post_call_max_us", std::round(r.large_post_max_us)},
+        {"post_call_share",
+         r.window_s > 0 ? std::round(r.large_post_total_s / r.window_s * 1000) / 1000 : 0.0}};
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
 
