@@ -80,8 +80,11 @@ def main():
     from args_parser import parser
     tests = SourceFileLoader("tests", os.path.join(tests_dir, "__init__.py")).load_module()
     parser.parse_args()
-    runner = unittest.TextTestRunner(resultclass=RecordingResult)
-    prog = unittest.main(module=tests, testRunner=runner, exit=False)
+    # a class, not an instance: unittest.main then passes -v etc. to it
+    class Runner(unittest.TextTestRunner):
+        resultclass = RecordingResult
+
+    prog = unittest.main(module=tests, testRunner=Runner, exit=False)
 
     # the last outcome of a test wins (a failed subtest, then the test's own)
     seen = {}

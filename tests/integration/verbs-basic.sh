@@ -25,6 +25,7 @@ for mode in "${MODES[@]}"; do
   fi
 
   # ---- ibv_devinfo
+  f=$ITEST_FAIL
   o=$ITEST_OUT/devinfo-$mode.cli
   LD_DEBUG=libs LD_DEBUG_OUTPUT=$o.ld ibv_devinfo -v > "$o.out" 2>&1 && rc=0 || rc=$?
   check "[$mode] ibv_devinfo exits 0" [ $rc = 0 ]
@@ -35,7 +36,7 @@ for mode in "${MODES[@]}"; do
   check "[$mode] rxe0 GID[1] is ::ffff:10.77.0.1 (RoCE v2)" \
     grep -Eq 'GID\[ *1\]:[[:space:]]*::ffff:10\.77\.0\.1, RoCE v2' "$o.out"
   check "[$mode] ibv_devinfo uses our libibverbs + librxe" libs_from_prefix "devinfo-$mode.cli"
-  [ "$ITEST_FAIL" = 0 ] || show "$o.out"
+  [ "$f" = "$ITEST_FAIL" ] || show "$o.out"
 
   # ---- ibv_rc_pingpong: 200 x 4 KiB round trips (counted both ways:
   #      1638400 bytes), received data validated (-c)
