@@ -32,8 +32,9 @@
 
 #include "sched_int.h"
 
-#define SV_POLL_BATCH 32
-#define SV_RING_SLACK 64
+#define SV_POLL_BATCH  32
+#define SV_POLL_ROUNDS 4
+#define SV_RING_SLACK  64
 #define SV_UNSUPPORTED_WC_FLAGS                                       \
 	(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_CVLAN | \
 	 IBV_WC_EX_WITH_FLOW_TAG | IBV_WC_EX_WITH_TM_INFO |           \
@@ -420,8 +421,14 @@ struct sv_touched {
 static void translate(struct sverbs_cq *scq, const struct ibv_wc *raw,
 		      struct sv_emit *e, struct sv_touched *t)
 {
-	struct sverbs_qp *sqp = tab_find(scq, raw->qp_num);
+	struct sverbs_qp *sqp;
 
+	/* receive completions: no lookup, no QP lock */
+	if (raw->status == IBV_WC_SUCCESS && (raw->opcode & IBV_WC_RECV)) {
+		sv_emit(e, raw);
+		return;
+	}
+	sqp = tab_find(scq, raw->qp_num);
 	if (!sqp) {
 		if (!scq->ngraves || !grave_absorbs(scq, raw))
 			sv_emit(e, raw);
@@ -500,35 +507,50 @@ void sv_cq_drain(struct sverbs_cq *scq)
 	finish_round(scq, &t);
 }
 
+/*
+ * Raw completions polled straight into wc[n..ne) and translated in place.
+ * Returns the new n; *more says the raw CQ may hold more.
+ */
+static int poll_round(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n,
+		      struct sv_touched *t, bool *more)
+{
+	struct sv_emit e = { .scq = scq, .wc = wc, .out = n };
+	struct ibv_wc raw;
+	int got, i;
+
+	*more = false;
+	got = raw_poll(scq, ne - n, wc + n);
+	if (got < 0)
+		return n ? n : got;
+	for (i = n; i < n + got; i++) {
+		raw = wc[i];
+		e.limit = i + 1;
+		translate(scq, &raw, &e, t);
+	}
+	if (e.spill)
+		return e.out + ring_pop(scq, wc + e.out, ne - e.out);
+	*more = got == ne - n;
+	return e.out;
+}
+
 int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
 {
-	struct sv_emit e = { .scq = scq, .wc = wc };
 	struct sv_touched t = { .n = 0 };
-	struct ibv_wc raw;
-	int n, got, i;
+	bool more = true;
+	int n, rounds;
 
 	if (ne <= 0)
 		return 0;
 	pthread_spin_lock(&scq->lock);
 	n = ring_pop(scq, wc, ne);
-	if (n < ne) {
-		got = raw_poll(scq, ne - n, wc + n);
-		if (got < 0 && !n) {
-			n = got;
-			goto out;
-		}
-		e.out = n;
-		for (i = n; i < n + got; i++) {
-			raw = wc[i];
-			e.limit = i + 1;
-			translate(scq, &raw, &e, &t);
-		}
-		n = e.out;
-		if (e.spill)
-			n += ring_pop(scq, wc + n, ne - n);
-	}
+	/*
+	 * A round whose raw completions were all internal yields nothing:
+	 * poll on, so that 0 means the CQ is empty (a few rounds at most).
+	 */
+	for (rounds = 0; n >= 0 && n < ne && more && rounds < SV_POLL_ROUNDS;
+	     rounds++)
+		n = poll_round(scq, ne, wc, n, &t, &more);
 	finish_round(scq, &t);
-out:
 	pthread_spin_unlock(&scq->lock);
 	return n;
 }
