@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fake.h"
 
 struct fk *fk;
+
+/* The fake "hardware" is shared by the threads of the concurrency test. */
+static pthread_mutex_t fk_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static enum ibv_wc_opcode fk_wc_opcode(enum ibv_wr_opcode op)
 {
@@ -50,8 +54,8 @@ static void cq_push(const struct ibv_wc *wc)
 		fk->cq_max_n = fk->cq_n;
 }
 
-static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
-			struct ibv_send_wr **bad_wr)
+static int fk_post_send_locked(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			       struct ibv_send_wr **bad_wr)
 {
 	struct fk_sq *sq = &fk->sq[fk_qp_index(qp)];
 	struct fk_wqe *w;
@@ -60,14 +64,13 @@ static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	fk->doorbells++;
 	for (; wr; wr = wr->next) {
 		if (sq->posted - sq->done >= sq->depth ||
-		    sq->posted >= FK_HIST ||
 		    (fk->post_fail_at && sq->posted + 1 == fk->post_fail_at)) {
 			*bad_wr = wr;
 			return ENOMEM;
 		}
 		if (wr->send_flags & SVERBS_PRIO_MASK)
 			fk->leaks++;
-		w = &sq->w[sq->posted++];
+		w = &sq->w[sq->posted++ % FK_HIST];
 		memset(w, 0, sizeof(*w));
 		w->wr = *wr;
 		w->wr.next = NULL;
@@ -92,10 +95,21 @@ static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	return 0;
 }
 
+static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad_wr)
+{
+	int ret;
+
+	pthread_mutex_lock(&fk_lock);
+	ret = fk_post_send_locked(qp, wr, bad_wr);
+	pthread_mutex_unlock(&fk_lock);
+	return ret;
+}
+
 static void complete_one(int i, enum ibv_wc_status status)
 {
 	struct fk_sq *sq = &fk->sq[i];
-	struct fk_wqe *w = &sq->w[sq->done++];
+	struct fk_wqe *w = &sq->w[sq->done++ % FK_HIST];
 	struct ibv_wc wc = {};
 
 	sq->out_bytes -= w->bytes;
@@ -117,7 +131,7 @@ static void complete_one(int i, enum ibv_wc_status status)
 	cq_push(&wc);
 }
 
-int fk_complete(int i, int n)
+static int complete_locked(int i, int n)
 {
 	struct fk_sq *sq = &fk->sq[i];
 	int k = 0;
@@ -129,31 +143,52 @@ int fk_complete(int i, int n)
 	return k;
 }
 
+int fk_complete(int i, int n)
+{
+	int k;
+
+	pthread_mutex_lock(&fk_lock);
+	k = complete_locked(i, n);
+	pthread_mutex_unlock(&fk_lock);
+	return k;
+}
+
 int fk_fail_next(int i, enum ibv_wc_status status)
 {
 	struct fk_sq *sq = &fk->sq[i];
+	int k = 0;
 
-	if (sq->done == sq->posted)
-		return 0;
-	complete_one(i, status);
-	sq->err = true;
-	return 1 + fk_complete(i, -1);
+	pthread_mutex_lock(&fk_lock);
+	if (sq->done < sq->posted) {
+		complete_one(i, status);
+		sq->err = true;
+		k = 1 + complete_locked(i, -1);
+	}
+	pthread_mutex_unlock(&fk_lock);
+	return k;
 }
 
 void fk_qp_error(int i)
 {
+	pthread_mutex_lock(&fk_lock);
 	fk->sq[i].err = true;
-	fk_complete(i, -1);
+	complete_locked(i, -1);
+	pthread_mutex_unlock(&fk_lock);
 }
 
 int fk_outstanding(int i)
 {
-	return fk->sq[i].posted - fk->sq[i].done;
+	int n;
+
+	pthread_mutex_lock(&fk_lock);
+	n = fk->sq[i].posted - fk->sq[i].done;
+	pthread_mutex_unlock(&fk_lock);
+	return n;
 }
 
 struct fk_wqe *fk_wqe(int i, int k)
 {
-	return &fk->sq[i].w[k];
+	return &fk->sq[i].w[k % FK_HIST];
 }
 
 static int fk_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc)
@@ -161,11 +196,13 @@ static int fk_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc)
 	int n = 0;
 
 	(void)cq;
+	pthread_mutex_lock(&fk_lock);
 	while (n < ne && fk->cq_n) {
 		wc[n++] = fk->cqe[fk->cq_head];
 		fk->cq_head = (fk->cq_head + 1) % FK_CQ;
 		fk->cq_n--;
 	}
+	pthread_mutex_unlock(&fk_lock);
 	return n;
 }
 

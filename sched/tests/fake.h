@@ -31,7 +31,7 @@ struct fk_wqe {
 };
 
 struct fk_sq {
-	struct fk_wqe *w; /* FK_HIST entries: every WQE ever posted */
+	struct fk_wqe *w; /* the last FK_HIST WQEs posted (a ring) */
 	int posted;
 	int done;
 	int depth;

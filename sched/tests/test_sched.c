@@ -8,6 +8,7 @@
 #include <CUnit/Basic.h>
 #include <endian.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1280,6 +1281,139 @@ static void test_random(void)
 	teardown();
 }
 
+/* Randomized with one failure per QP: every WR completes exactly once. */
+static void random_errors(bool signaled_only)
+{
+	static int count[4096];
+	struct ibv_wc wc[256];
+	unsigned int seed = 777;
+	uint64_t id = 0;
+	bool failed[2] = { false, false };
+	int i, n, step, q;
+
+	cfg_default();
+	cfg.window_slices = 3;
+	setup(64 * 2);
+	fk->flush_signaled_only = signaled_only;
+	mkqp(0, 64, false);
+	mkqp(1, 64, false);
+	memset(count, 0, sizeof(count));
+	for (step = 0; step < 3000; step++) {
+		int r = rand_r(&seed) % 20;
+
+		q = rand_r(&seed) % 2;
+		if (r < 10 && id < 4000) {
+			unsigned int fl = SVERBS_PRIO(rand_r(&seed) % 8);
+
+			if (rand_r(&seed) % 2)
+				fl |= IBV_SEND_SIGNALED;
+			if (rand_r(&seed) % 9 == 0)
+				fl |= IBV_SEND_FENCE;
+			if (!post(sqp[q], id | (uint64_t)q << 12,
+				  rand_r(&seed) % 2 ? IBV_WR_RDMA_WRITE
+						    : IBV_WR_SEND,
+				  (uint64_t)(rand_r(&seed) % (5 * SL)), fl))
+				id++;
+		} else if (r < 19) {
+			fk_complete(q, rand_r(&seed) % 4);
+		} else if (!failed[q] && step > 1000 + 800 * q) {
+			failed[q] = fk_fail_next(q, IBV_WC_RETRY_EXC_ERR) > 0;
+		}
+		n = poll_all(wc, 256);
+		check_no_internal(wc, n);
+		for (i = 0; i < n; i++)
+			count[wc[i].wr_id & 4095]++;
+		CU_ASSERT_FALSE(fk->cq_overflow);
+	}
+	for (q = 0; q < 2; q++) {
+		n = drain(q, wc, 256);
+		for (i = 0; i < n; i++)
+			count[wc[i].wr_id & 4095]++;
+		CU_ASSERT_EQUAL(sqp[q]->nfree, 64);
+	}
+	CU_ASSERT(failed[0] && failed[1]);
+	/* unsignaled WRs that succeeded report nothing; others exactly once */
+	for (i = 0; i < (int)id; i++)
+		CU_ASSERT(count[i] <= 1);
+	teardown();
+}
+
+static void test_random_errors(void)
+{
+	random_errors(false);
+	random_errors(true);
+}
+
+/* A poll whose first raw completions are all internal still returns. */
+static void test_poll_skips_internal(void)
+{
+	struct ibv_wc wc[4];
+	int i;
+
+	cfg_default();
+	cfg.window_slices = 1000;
+	setup(256);
+	mkqp(0, 256, false); /* an internal signal every 127 WQEs */
+	for (i = 0; i < 254; i++)
+		post(sqp[0], (uint64_t)i, IBV_WR_SEND, 8,
+		     i == 253 ? IBV_SEND_SIGNALED : 0);
+	fk_complete(0, -1);
+	CU_ASSERT_EQUAL(fk->cq_n, 2);
+	CU_ASSERT_EQUAL(sverbs_poll_cq(scq, 1, wc), 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 253);
+	teardown();
+}
+
+/* One thread posts, one completes and polls: no deadlock, nothing lost. */
+#define MT_WRS 20000
+static _Atomic int mt_done;
+
+static void *mt_poller(void *arg)
+{
+	struct ibv_wc wc[16];
+	int n, i, *count = arg;
+
+	while (atomic_load(&mt_done) < MT_WRS) {
+		fk_complete(0, 3);
+		n = sverbs_poll_cq(scq, 16, wc);
+		for (i = 0; i < n; i++) {
+			if (wc[i].status == IBV_WC_SUCCESS &&
+			    wc[i].wr_id < MT_WRS)
+				count[wc[i].wr_id]++;
+			atomic_fetch_add(&mt_done, 1);
+		}
+		if (!(atomic_load(&mt_done) % 64))
+			sverbs_req_notify_cq(scq, 0);
+	}
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	static int count[MT_WRS];
+	pthread_t th;
+	int i;
+
+	cfg_default();
+	setup(1024);
+	mkqp(0, 128, false);
+	memset(count, 0, sizeof(count));
+	atomic_store(&mt_done, 0);
+	pthread_create(&th, NULL, mt_poller, count);
+	for (i = 0; i < MT_WRS;) {
+		if (!post(sqp[0], (uint64_t)i,
+			  i % 3 ? IBV_WR_SEND : IBV_WR_RDMA_WRITE,
+			  i % 3 ? 64 : 3 * SL,
+			  IBV_SEND_SIGNALED | SVERBS_PRIO(i % 8)))
+			i++;
+	}
+	pthread_join(th, NULL);
+	for (i = 0; i < MT_WRS; i++)
+		CU_ASSERT_EQUAL(count[i], 1);
+	CU_ASSERT_FALSE(fk->cq_overflow);
+	teardown();
+}
+
 int main(void)
 {
 	static const struct {
@@ -1321,6 +1455,9 @@ int main(void)
 		{ "doorbells", test_doorbells },
 		{ "adapter failure", test_adapter_failure },
 		{ "random", test_random },
+		{ "random with errors", test_random_errors },
+		{ "poll skips internal", test_poll_skips_internal },
+		{ "threads", test_threads },
 	};
 	CU_pSuite s;
 	unsigned int fails;
