@@ -53,15 +53,21 @@
  * never one per slice.
  *
  * Errors.  The first completion with an error (any status, FLUSH_ERR
- * included) for WQE s: WQEs before s succeeded; the WR of s gets one
- * completion with that status (signaled or not); every other WR of the QP,
- * in flight or queued, signaled or not, gets IBV_WC_WR_FLUSH_ERR at once (in
- * posting order); the hardware's flush completions of WQEs still in flight
- * are absorbed.  From then on WRs are handed to the hardware whole and
- * signaled, and each completes with IBV_WC_WR_FLUSH_ERR.  If the WQEs still
- * in flight end unsignaled, a signaled zero-length nop follows them so
- * their space is reclaimed even if the hardware reports only signaled
- * flushes.
+ * included) for WQE s: WQEs before s succeeded; the WR of s will complete
+ * with that status (signaled or not); every other WR of the QP, in flight
+ * or queued, signaled or not, with IBV_WC_WR_FLUSH_ERR.  Each WR still
+ * completes when its last WQE retires, in order, exactly once: the
+ * hardware's flush completions of non-final slices are absorbed, and WRs
+ * still queued (or the rest of a WR cut short) are handed to the hardware
+ * whole and signaled, which flushes them, so every completion comes from
+ * the CQ (event-driven applications see events) and none occupies a CQE
+ * the application has already reused.  If the WQEs in flight end
+ * unsignaled, a signaled zero-length nop follows them so that their space
+ * is reclaimed even if the hardware reports only signaled flushes.  A
+ * modify to ERR does the same, except that WQEs in flight keep the status
+ * the hardware gives them.  A modify to RESET and a destroy complete every
+ * outstanding WR with IBV_WC_WR_FLUSH_ERR at once (the hardware forgets
+ * them), through the CQ's ready ring.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -242,6 +248,8 @@ void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s)
 	w->app_signaled = sqp->sig_all || (flags & IBV_SEND_SIGNALED);
 	w->fenced = flags & IBV_SEND_FENCE;
 	w->post_seq = sqp->post_seq++;
+	w->status = IBV_WC_SUCCESS;
+	w->vendor_err = 0;
 	memset(&w->cur, 0, sizeof(w->cur));
 	w->state = SV_WR_QUEUED;
 	fifo_push(sqp, &sqp->level[w->prio], s, false);
@@ -636,6 +644,8 @@ static void complete_wr(struct sverbs_qp *sqp, uint32_t s,
 		memset(&wc, 0, sizeof(wc));
 	wc.wr_id = w->wr.wr_id;
 	wc.status = status;
+	if (status != IBV_WC_SUCCESS && w->status == status)
+		wc.vendor_err = w->vendor_err;
 	wc.opcode = wc_opcode(w->wr.opcode);
 	wc.byte_len = (uint32_t)w->len;
 	wc.qp_num = sqp->qp_num;
@@ -643,9 +653,8 @@ static void complete_wr(struct sverbs_qp *sqp, uint32_t s,
 	sv_slot_free(sqp, s);
 }
 
-/* Flush the WRs of the WQEs in flight, in order; release them if asked. */
-static void flush_inflight(struct sverbs_qp *sqp, struct sv_emit *e,
-			   bool release)
+/* Flush the WRs of the WQEs in flight, in order, and forget the WQEs. */
+static void flush_inflight(struct sverbs_qp *sqp, struct sv_emit *e)
 {
 	struct sv_wqe *q;
 	uint64_t seq;
@@ -653,16 +662,14 @@ static void flush_inflight(struct sverbs_qp *sqp, struct sv_emit *e,
 
 	for (seq = sqp->seq_head; seq < sqp->seq_next; seq++) {
 		q = wqe_at(sqp, seq);
-		if (release)
-			wqe_release(sqp, q);
+		wqe_release(sqp, q);
 		s = q->slot;
 		q->slot = SV_NONE;
 		if (s == SV_NONE || sqp->slots[s].state == SV_WR_FREE)
 			continue;
 		complete_wr(sqp, s, IBV_WC_WR_FLUSH_ERR, NULL, e);
 	}
-	if (release)
-		sqp->seq_head = sqp->seq_next;
+	sqp->seq_head = sqp->seq_next;
 }
 
 /* Flush every WR still queued in software, in posting order. */
@@ -724,19 +731,23 @@ static void post_nop(struct sverbs_qp *sqp)
 	wqe_account(sqp, q);
 }
 
-static void enter_dead(struct sverbs_qp *sqp, struct sv_emit *e)
+/*
+ * The first error: from now on the hardware flushes, and sverbs hands it
+ * every queued WR (whole, signaled) so that each completes in order.
+ */
+static void enter_dead(struct sverbs_qp *sqp)
 {
 	sqp->dead = true;
 	sqp->hw_err = true;
-	flush_inflight(sqp, e, false);
-	flush_queued(sqp, e);
 	sv_slicer_idle(&sqp->slicer);
 	post_nop(sqp);
 }
 
 /*
  * A completion of one of this QP's WQEs (CQ and QP locks held): retire every
- * WQE up to it, deliver what the application asked for.
+ * WQE up to it, deliver what the application asked for.  A WR completes
+ * when its last WQE retires; once the QP has failed, every WR does (the one
+ * that failed with its own status, the others with IBV_WC_WR_FLUSH_ERR).
  */
 void sv_qp_complete(struct sverbs_qp *sqp, const struct ibv_wc *raw,
 		    struct sv_emit *e)
@@ -744,6 +755,7 @@ void sv_qp_complete(struct sverbs_qp *sqp, const struct ibv_wc *raw,
 	uint64_t s = raw->wr_id, seq, bytes = 0;
 	bool err = raw->status != IBV_WC_SUCCESS;
 	struct sv_wqe *q;
+	struct sv_wr *w;
 	uint32_t slot;
 
 	while (sqp->seq_head <= s) {
@@ -752,17 +764,23 @@ void sv_qp_complete(struct sverbs_qp *sqp, const struct ibv_wc *raw,
 		bytes += q->bytes;
 		wqe_release(sqp, q);
 		slot = q->slot;
+		w = slot == SV_NONE ? NULL : &sqp->slots[slot];
 		if (seq == s && err && !sqp->dead) {
-			if (slot != SV_NONE)
-				complete_wr(sqp, slot, raw->status, raw, e);
-			enter_dead(sqp, e);
-			return;
+			if (w) {
+				w->status = raw->status;
+				w->vendor_err = raw->vendor_err;
+			}
+			enter_dead(sqp);
 		}
-		if (slot == SV_NONE || !q->final)
+		if (!w || !q->final)
 			continue;
 		if (sqp->dead)
-			complete_wr(sqp, slot, IBV_WC_WR_FLUSH_ERR, NULL, e);
-		else if (sqp->slots[slot].app_signaled)
+			complete_wr(sqp, slot,
+				    w->status != IBV_WC_SUCCESS
+					    ? w->status
+					    : IBV_WC_WR_FLUSH_ERR,
+				    seq == s ? raw : NULL, e);
+		else if (w->app_signaled)
 			complete_wr(sqp, slot, IBV_WC_SUCCESS,
 				    seq == s ? raw : NULL, e);
 		else
@@ -775,7 +793,7 @@ void sv_qp_complete(struct sverbs_qp *sqp, const struct ibv_wc *raw,
 /* RESET / destroy: every WR not yet completed flushes; nothing in flight. */
 void sv_qp_flush_all(struct sverbs_qp *sqp, struct sv_emit *e)
 {
-	flush_inflight(sqp, e, true);
+	flush_inflight(sqp, e);
 	flush_queued(sqp, e);
 	sqp->unsig_wqes = 0;
 	sqp->unsig_bytes = 0;

@@ -63,6 +63,8 @@ struct sv_wr {
 	uint64_t len;
 	uint64_t post_seq;
 	struct sv_cursor cur;
+	enum ibv_wc_status status; /* the error it failed with */
+	uint32_t vendor_err;
 	uint32_t next;	     /* level FIFO / free list / build list */
 	uint32_t fence_next; /* FIFO of queued fenced WRs */
 	uint8_t prio;

@@ -1284,7 +1284,8 @@ static void test_random(void)
 /* Randomized with one failure per QP: every WR completes exactly once. */
 static void random_errors(bool signaled_only)
 {
-	static int count[4096];
+	static int count[4096], bad[4096];
+	static bool sig[4096];
 	struct ibv_wc wc[256];
 	unsigned int seed = 777;
 	uint64_t id = 0;
@@ -1298,6 +1299,8 @@ static void random_errors(bool signaled_only)
 	mkqp(0, 64, false);
 	mkqp(1, 64, false);
 	memset(count, 0, sizeof(count));
+	memset(bad, 0, sizeof(bad));
+	memset(sig, 0, sizeof(sig));
 	for (step = 0; step < 3000; step++) {
 		int r = rand_r(&seed) % 20;
 
@@ -1309,6 +1312,7 @@ static void random_errors(bool signaled_only)
 				fl |= IBV_SEND_SIGNALED;
 			if (rand_r(&seed) % 9 == 0)
 				fl |= IBV_SEND_FENCE;
+			sig[id] = fl & IBV_SEND_SIGNALED;
 			if (!post(sqp[q], id | (uint64_t)q << 12,
 				  rand_r(&seed) % 2 ? IBV_WR_RDMA_WRITE
 						    : IBV_WR_SEND,
@@ -1321,20 +1325,32 @@ static void random_errors(bool signaled_only)
 		}
 		n = poll_all(wc, 256);
 		check_no_internal(wc, n);
-		for (i = 0; i < n; i++)
+		for (i = 0; i < n; i++) {
 			count[wc[i].wr_id & 4095]++;
+			bad[wc[i].wr_id & 4095] += wc[i].status != 0;
+		}
 		CU_ASSERT_FALSE(fk->cq_overflow);
 	}
 	for (q = 0; q < 2; q++) {
 		n = drain(q, wc, 256);
-		for (i = 0; i < n; i++)
+		for (i = 0; i < n; i++) {
 			count[wc[i].wr_id & 4095]++;
+			bad[wc[i].wr_id & 4095] += wc[i].status != 0;
+		}
 		CU_ASSERT_EQUAL(sqp[q]->nfree, 64);
 	}
 	CU_ASSERT(failed[0] && failed[1]);
-	/* unsignaled WRs that succeeded report nothing; others exactly once */
-	for (i = 0; i < (int)id; i++)
+	/*
+	 * Signaled WRs complete exactly once; unsignaled ones only if they
+	 * failed (or flushed), then exactly once.
+	 */
+	for (i = 0; i < (int)id; i++) {
+		if (sig[i])
+			CU_ASSERT_EQUAL(count[i], 1);
 		CU_ASSERT(count[i] <= 1);
+		if (!sig[i] && count[i])
+			CU_ASSERT_EQUAL(bad[i], 1);
+	}
 	teardown();
 }
 
