@@ -35,8 +35,8 @@
 #   two guests (SVERBS_VM_HOSTS=2): host A has rxe0 on its virtio-net NIC with
 #          10.77.0.1, host B rxe1 with 10.77.0.2 (so command lines written for
 #          the one-guest veth mode work unchanged); the NICs are joined by a
-#          QEMU dgram netdev over two unix sockets in the run dir: no host
-#          network at all.  (Two network namespaces in ONE guest do not work
+#          QEMU stream (or dgram) netdev over a unix socket in the run dir: no
+#          host network at all.  (Two network namespaces in ONE guest do not work
 #          with the 6.1 rxe: it binds UDP 4791 and routes only in init_net.
 #          See tests/vm/README.md.)
 # The SVERBS_VM_* knobs are not passed to the guest (the sverbs layer would
@@ -58,6 +58,9 @@
 #   SVERBS_VM_TIMEOUT  seconds from start to kill (default 600) -> status 124
 #   SVERBS_VM_GRACE    two hosts: seconds the other host gets after one
 #                      command failed (default 15)
+#   SVERBS_VM_LINK     two hosts: stream | dgram, the QEMU netdev joining
+#                      them (default stream: a unix stream socket, lossless;
+#                      dgram drops frames under load and RoCE retransmits)
 #   SVERBS_VM_RW       colon list of host dirs shared read-write (default:
 #                      <repo>/build, created if missing, + $PWD unless it is /
 #                      or inside a dir already listed)
@@ -107,6 +110,7 @@ NET=${SVERBS_VM_NET:-veth}
 MTU=${SVERBS_VM_MTU:-1500}
 TIMEOUT=${SVERBS_VM_TIMEOUT:-600}
 GRACE=${SVERBS_VM_GRACE:-15}
+LINK=${SVERBS_VM_LINK:-stream}
 CACHE=${SVERBS_VM_CACHE:-$REPO/build/vm}
 ACCEL=${SVERBS_VM_ACCEL:-tcg}
 BUSYBOX=${SVERBS_VM_BUSYBOX:-/bin/busybox}
@@ -311,10 +315,23 @@ start_guest() {
          -device "virtio-9p-pci,fsdev=rw$d,mount_tag=rw$d")
   done
   if [ "$NET" = nic ]; then
-    # a point-to-point "cable": each end sends datagrams to the other's socket
-    local me=$SOCKDIR/net-$role.sock peer=$SOCKDIR/net-${ROLES[$((1 - i))]}.sock
-    net=(-netdev "dgram,id=n0,local.type=unix,local.path=$me,remote.type=unix,remote.path=$peer"
-         -device "virtio-net-pci,netdev=n0,mac=52:54:00:77:00:0$((i + 1))")
+    # a point-to-point "cable" between the two guests over unix sockets
+    local nd
+    case "$LINK" in
+      stream)  # A listens, B connects (QEMU 7.2 cannot reconnect: B starts
+               # once A's socket exists); a stream never drops a frame
+        if [ "$role" = A ]; then
+          nd="stream,id=n0,server=on,addr.type=unix,addr.path=$SOCKDIR/net.sock"
+        else
+          nd="stream,id=n0,server=off,addr.type=unix,addr.path=$SOCKDIR/net.sock"
+        fi ;;
+      dgram)   # each end sends datagrams to the other's socket; a full
+               # receive queue drops frames (RoCE then retransmits: slow)
+        nd="dgram,id=n0,local.type=unix,local.path=$SOCKDIR/net-$role.sock"
+        nd+=",remote.type=unix,remote.path=$SOCKDIR/net-${ROLES[$((1 - i))]}.sock" ;;
+      *) die "SVERBS_VM_LINK must be stream or dgram" ;;
+    esac
+    net=(-netdev "$nd" -device "virtio-net-pci,netdev=n0,mac=52:54:00:77:00:0$((i + 1))")
   fi
   qemu-system-x86_64 -nodefaults -no-user-config -nographic -no-reboot \
     "${acc[@]}" -machine q35 -smp "$SMP" -m "$MEM" \
@@ -336,7 +353,16 @@ start_guest() {
 }
 
 for i in "${!ROLES[@]}"; do prepare_guest "$i"; done
-for i in "${!ROLES[@]}"; do start_guest "$i"; done
+for i in "${!ROLES[@]}"; do
+  start_guest "$i"
+  if [ "$NET" = nic ] && [ "$LINK" = stream ] && [ "$i" = 0 ]; then
+    # B connects to A's listening socket: wait until QEMU A created it
+    for _ in $(seq 200); do
+      [ -S "$SOCKDIR/net.sock" ] || ! kill -0 "${QPIDS[0]}" 2>/dev/null && break
+      sleep 0.05
+    done
+  fi
+done
 
 # ---------------------------------------------------------------- wait
 # STATUS[i]: the command's status, 124 (killed: timeout / grace), or 125
