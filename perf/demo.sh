@@ -9,12 +9,12 @@
 #       ib_write_lat (64 B), -x 1 -F, small iteration counts.
 # About 2 minutes.  Everything is also kept in $BUILD/perf-demo/demo.{json,md}.
 #
-#   perf/demo.sh [-t SECONDS] [-r REPS]   (hol_bench seconds per run, default 3;
+#   perf/demo.sh [-t SECONDS] [-r REPS]   (hol_bench seconds per run, default 2;
 #                                          repetitions, default 1)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-secs=3 reps=1
+secs=2 reps=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	-t) secs=$2; shift 2 ;;
@@ -43,7 +43,7 @@ echo "stock = SVERBS=off, sverbs = SVERBS=on, same binaries; absolute numbers ar
 echo "and noisy under emulation: read the ratios.  Progress on stderr..."
 rc=0
 vm_run "'$PERF_DIR/guest/hol-matrix.sh' $reps 'none 1M 4M' -t $secs; r1=\$?;
-        '$PERF_DIR/guest/perftest.sh' bw bw-pl16 lat; r2=\$?;
+        PERFTEST_BW_ITERS=10000 PERFTEST_LAT_ITERS=1000 '$PERF_DIR/guest/perftest.sh' bw bw-pl16 lat; r2=\$?;
         exit \$((r1 | r2))" >"$out/runs.jsonl" 2>"$out/stderr.log" || rc=$?
 [ -s "$out/runs.jsonl" ] || {
 	tail -n 20 "$out/stderr.log" >&2

@@ -4,9 +4,9 @@
     plot.py RESULTS.json [--outdir DIR]
 
 Writes, next to the JSON (or in DIR):
-  <name>-hol-latency.png     small-message p50/p99 per background size, stock vs sverbs (log)
-  <name>-hol-throughput.png  large-stream MB/s per background size, stock vs sverbs
-  <name>-rate.png            message rate per configuration, stock vs sverbs
+  <name>-latency.png         small-message p50/p99 per background size, stock vs sverbs (log)
+  <name>-throughput.png      large-stream MB/s per background size, stock vs sverbs
+  <name>-kpps.png            message rate per configuration, stock vs sverbs
 Every repetition is drawn as a dot over the median bar.
 """
 import argparse
@@ -57,7 +57,7 @@ def plot_hol(doc, outdir, name):
         ax.set_title("64 B high-prio %s behind large WRITEs" % title)
         ax.set_xlabel("background WRITE size")
     fig.tight_layout()
-    p = os.path.join(outdir, name + "-hol-latency.png")
+    p = os.path.join(outdir, name + "-latency.png")
     fig.savefig(p, dpi=110)
     plt.close(fig)
     made.append(p)
@@ -71,7 +71,7 @@ def plot_hol(doc, outdir, name):
         ax.set_title("large-WRITE stream throughput")
         ax.set_xlabel("background WRITE size")
         fig.tight_layout()
-        p = os.path.join(outdir, name + "-hol-throughput.png")
+        p = os.path.join(outdir, name + "-throughput.png")
         fig.savefig(p, dpi=110)
         plt.close(fig)
         made.append(p)
@@ -90,7 +90,7 @@ def plot_rate(doc, outdir, name):
     bars(ax, labels, series, "kpps (64 B RDMA WRITE)", dots=dots)
     ax.set_title("message rate")
     fig.tight_layout()
-    p = os.path.join(outdir, name + "-rate.png")
+    p = os.path.join(outdir, name + "-kpps.png")
     fig.savefig(p, dpi=110)
     plt.close(fig)
     return [p]

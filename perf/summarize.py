@@ -344,7 +344,7 @@ def main():
         with open(a.meta) as f:
             meta = json.load(f)
     for r in runs:
-        if r.get("bench") in ("hol", "rate", "lat") and "mtu" in r:
+        if r.get("mtu"):
             meta.setdefault("mtu", r["mtu"])
     summ = {"hol": summarize_hol(runs), "rate": summarize_rate(runs),
             "syscalls": summarize_syscalls(runs), "perftest": summarize_perftest(runs)}

@@ -40,6 +40,7 @@ def main():
         "threads": rate["threads"],
         "post_list": rate["post_list"],
         "signal_every": rate["signal_every"],
+        "mtu": rate.get("mtu"),
         "wrs": wrs,
         "post_calls": rate["post_calls"],
         "syscalls": total,
