@@ -302,6 +302,7 @@ void parse_into(const toml::table& root, Config& c) {
                 er.string("name", h.name, true);
                 er.endpoint("address", h.address, true);
                 er.integer("connections", h.connections, 1, 64);
+                er.string("source", h.source);
                 er.finish();
                 for (auto& o : in.egress)
                     if (o.name == h.name)

@@ -67,6 +67,7 @@ struct EgressHost {
     std::string name;
     Endpoint address;
     uint32_t connections = 1;  // channels per ingress worker
+    std::string source;        // local address to dial from (RDMA: picks the device); "" = any
 };
 
 struct IngressConfig {

@@ -475,24 +475,33 @@ void Egress::fail(Job* j, int status, std::string_view why) {
 }
 
 void Egress::flush_out() {
-    for (auto& [id, o] : outs_) {
+    for (auto it = outs_.begin(); it != outs_.end();) {
+        const uint32_t id = it->first;
+        ChanOut& o = it->second;
+        ++it;  // a failed send() may take the channel down: on_channel_down erases o
         if (o.count > 0) {
             FrameHeader h;
             h.type = FrameType::Responses;
             h.count = o.count;
             h.length = static_cast<uint32_t>(o.cur.size() - kFrameHeaderBytes);
             encode_header(o.cur.data(), h);
-            if (o.ready.empty() && o.ch->can_send()) {
-                (void)o.ch->send(o.cur, 0);
-                o.cur.clear();
-            } else {
-                o.ready.push_back(std::move(o.cur));
-                o.cur.clear();
-            }
             o.count = 0;
+            if (o.ready.empty() && o.ch->can_send()) {
+                auto st = o.ch->send(o.cur, 0);
+                if (!outs_.contains(id)) continue;  // channel lost: the ingress answers 502
+                if (st) {
+                    o.cur.clear();
+                    continue;
+                }
+            }
+            // No credit (or, on RDMA, no room in the peer's large-frame ring): keep it.
+            o.ready.push_back(std::move(o.cur));
+            o.cur.clear();
         }
         while (!o.ready.empty() && o.ch->can_send()) {
-            (void)o.ch->send(o.ready.front(), 0);
+            auto st = o.ch->send(o.ready.front(), 0);
+            if (!outs_.contains(id)) break;
+            if (!st) break;  // wait for credits / ring space
             o.ready.pop_front();
         }
     }

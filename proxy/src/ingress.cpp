@@ -217,7 +217,7 @@ Status Ingress::init() {
     }
     for (auto& h : cfg_->ingress.egress) {
         for (uint32_t k = 0; k < h.connections; ++k) {
-            auto ch = transport_->dial(h.address, h.name, *this);
+            auto ch = transport_->dial(h.address, h.source, h.name, *this);
             ch->user_index = channels_.size();
             m_.channels.emplace_back();
             auto* cm = &m_.channels.back();
@@ -542,7 +542,10 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
         u.m->batches.inc();
         u.m->batch_size.observe(n);
         if (auto st = ch->send(fb.finish(), u.priority); !st) {
-            // Only a transport without room (RDMA large-frame ring) gets here: put the batch
+            // The channel failed and went down: on_channel_down answered the batch (502) and
+            // released it.  Try the next channel.
+            if (!ch->up()) continue;
+            // A transport without room (RDMA large-frame ring) gets here: put the batch
             // back in arrival order and wait for credits.
             std::vector<Client*> back;
             for (auto& cl : clients_)

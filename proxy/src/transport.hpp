@@ -69,8 +69,9 @@ class Transport {
   public:
     virtual ~Transport() = default;
     // Active side: a channel that connects, and reconnects with backoff, by itself.
-    virtual std::unique_ptr<Channel> dial(const Endpoint& ep, std::string name,
-                                          ChannelEvents& ev) = 0;
+    // source: local address to connect from (RDMA: selects the device); empty = any.
+    virtual std::unique_ptr<Channel> dial(const Endpoint& ep, const std::string& source,
+                                          std::string name, ChannelEvents& ev) = 0;
     // Passive side: accepted channels are owned by the transport and reported through
     // on_channel_up / on_channel_down; after on_channel_down the pointer is dead.
     virtual Status listen(const Endpoint& ep, ChannelEvents& ev) = 0;

@@ -10,6 +10,8 @@
 // Every WR carries the upstream's sverbs priority: send_flags |= SVERBS_PRIO(prio).
 // The verbs completion channel and the rdmacm event channel are polled by the worker's
 // io_uring (multishot poll), so one thread drives HTTP, TCP and RDMA.
+// RDMA has no SO_REUSEPORT: the workers of a process that listen on one address share one
+// listening cm_id (ListenGroups below) and connection requests are spread over them.
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -29,6 +31,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <mutex>
 #include <random>
 
 #include "channel_core.hpp"
@@ -83,12 +86,14 @@ inline uint64_t wr_index(uint64_t id) {
 
 class RdmaChannel final : public Channel {
   public:
-    RdmaChannel(RdmaTransport& t, ChannelEvents& ev, bool active, Endpoint ep);
+    RdmaChannel(RdmaTransport& t, ChannelEvents& ev, bool active, Endpoint ep,
+                std::string source = {});
     ~RdmaChannel() override { teardown(); }
 
     bool up() const override { return state_ == State::Up; }
     bool can_send() const override {
-        return up() && !core_.peer_draining && core_.send.can_send() && !free_slots_.empty();
+        // One send slot stays free for control frames.
+        return up() && !core_.peer_draining && core_.send.can_send() && free_slots_.size() > 1;
     }
     Status send(std::string_view frame, int prio) override;
     void goodbye() override {
@@ -118,12 +123,15 @@ class RdmaChannel final : public Channel {
     void post_recv(uint32_t idx);
     void handle_frame(const char* p, size_t n);
     void send_control(FrameType t);
+    void send_hello();
+    void flush_pending_control();
     Status post(std::string_view frame, int prio, bool data);
 
     RdmaTransport& t_;
     ChannelEvents& ev_;
     bool active_;
     Endpoint ep_;
+    std::string source_;  // dial from this local address (selects the device); empty: any
     State state_ = State::Idle;
     rdma_cm_id* id_ = nullptr;
     ibv_pd* pd_ = nullptr;
@@ -142,16 +150,84 @@ class RdmaChannel final : public Channel {
     uint32_t peer_ring_rkey_ = 0;
     ChannelStats stats_;
     int64_t backoff_ms_ = 0, next_connect_ = 0, deadline_ = 0, last_rx_ = 0, last_tx_ = 0;
-    bool shutting_down_ = false, said_goodbye_ = false;
+    bool shutting_down_ = false, said_goodbye_ = false, hello_sent_ = false;
+    std::vector<FrameType> pending_ctl_;  // control frames that found no free send slot
 };
+
+// RDMA has no SO_REUSEPORT: one cm_id listens per address and port.  The workers of a process
+// that listen on the same address form a group: the first one binds and listens, and every
+// connection request it gets is handed round robin to a member, by migrating the new cm_id to
+// that member's event channel (rdma_migrate_id) and waking the member's loop, which accepts.
+class ListenGroups {
+  public:
+    // True if t is the first member (it must bind and listen).
+    bool join(const std::string& key, RdmaTransport* t) {
+        std::lock_guard lk(mu_);
+        for (auto& g : groups_)
+            if (g.key == key) {
+                g.members.push_back(t);
+                return false;
+            }
+        groups_.push_back({key, t, {t}, 0});
+        return true;
+    }
+    void leave(const std::string& key, RdmaTransport* t) {
+        std::lock_guard lk(mu_);
+        for (auto it = groups_.begin(); it != groups_.end(); ++it) {
+            if (it->key != key) continue;
+            if (it->owner == t) {
+                groups_.erase(it);  // nobody listens any more
+            } else {
+                std::erase(it->members, t);
+            }
+            return;
+        }
+    }
+    // The member that takes the next connection request (round robin; self if alone).
+    template <class Handoff>
+    bool hand_off(const std::string& key, RdmaTransport* self, rdma_cm_id* id, Handoff&& give) {
+        std::lock_guard lk(mu_);
+        for (auto& g : groups_) {
+            if (g.key != key || g.members.empty()) continue;
+            RdmaTransport* m = g.members[g.rr++ % g.members.size()];
+            if (m == self) return false;
+            return give(m, id);  // under the lock: m cannot leave meanwhile
+        }
+        return false;
+    }
+
+  private:
+    struct Group {
+        std::string key;
+        RdmaTransport* owner;
+        std::vector<RdmaTransport*> members;
+        size_t rr;
+    };
+    std::mutex mu_;
+    std::vector<Group> groups_;
+};
+
+ListenGroups& listen_groups() {
+    static ListenGroups g;
+    return g;
+}
 
 class RdmaTransport final : public Transport {
   public:
     RdmaTransport(Ring& ring, const TransportOptions& o) : ring_(ring), o_(o) {}
     ~RdmaTransport() override {
+        stop_listening();
+        handoff_waker_.reset();
         watch_.reset();
         passive_.clear();
-        if (listen_id_) rdma_destroy_id(listen_id_);
+        {
+            std::lock_guard lk(inbox_mu_);
+            for (auto* id : inbox_) {
+                rdma_reject(id, nullptr, 0);
+                rdma_destroy_id(id);
+            }
+            inbox_.clear();
+        }
         if (ec_) rdma_destroy_event_channel(ec_);
     }
 
@@ -165,9 +241,9 @@ class RdmaTransport final : public Transport {
         return {};
     }
 
-    std::unique_ptr<Channel> dial(const Endpoint& ep, std::string name,
+    std::unique_ptr<Channel> dial(const Endpoint& ep, const std::string& source, std::string name,
                                   ChannelEvents& ev) override {
-        auto ch = std::make_unique<RdmaChannel>(*this, ev, true, ep);
+        auto ch = std::make_unique<RdmaChannel>(*this, ev, true, ep, source);
         ch->name = std::move(name);
         ch->id = next_id_++;
         active_.push_back(ch.get());
@@ -178,16 +254,25 @@ class RdmaTransport final : public Transport {
         passive_ev_ = &ev;
         auto a = resolve(ep);
         if (!a) return a.error();
+        handoff_waker_ = std::make_unique<Waker>(ring_, [this] { take_handoffs(); });
+        group_key_ = ep.text;
+        if (!listen_groups().join(group_key_, this)) return {};  // another worker listens
+        auto fail = [&](std::string msg) {
+            stop_listening();
+            return make_error(std::move(msg));
+        };
         if (rdma_create_id(ec_, &listen_id_, nullptr, RDMA_PS_TCP))
-            return make_error(fmt::format("rdma_create_id: {}", std::strerror(errno)));
+            return fail(fmt::format("rdma_create_id: {}", std::strerror(errno)));
         if (rdma_bind_addr(listen_id_, reinterpret_cast<sockaddr*>(&a->addr)))
-            return make_error(fmt::format("rdma_bind_addr {}: {}", ep.text, std::strerror(errno)));
+            return fail(fmt::format("rdma_bind_addr {}: {}", ep.text, std::strerror(errno)));
         if (rdma_listen(listen_id_, 64))
-            return make_error(fmt::format("rdma_listen: {}", std::strerror(errno)));
+            return fail(fmt::format("rdma_listen: {}", std::strerror(errno)));
         return {};
     }
 
     void stop_listening() override {
+        if (!group_key_.empty()) listen_groups().leave(group_key_, this);
+        group_key_.clear();
         if (listen_id_) rdma_destroy_id(listen_id_);
         listen_id_ = nullptr;
     }
@@ -211,27 +296,54 @@ class RdmaTransport final : public Transport {
     std::mt19937& rng() { return rng_; }
 
   private:
+    // Another worker's thread: id now reports to our event channel; accept it on our loop.
+    bool receive_handoff(rdma_cm_id* id) {
+        if (rdma_migrate_id(id, ec_)) return false;
+        {
+            std::lock_guard lk(inbox_mu_);
+            inbox_.push_back(id);
+        }
+        handoff_waker_->notify();
+        return true;
+    }
+
+    void take_handoffs() {
+        std::vector<rdma_cm_id*> ids;
+        {
+            std::lock_guard lk(inbox_mu_);
+            ids.swap(inbox_);
+        }
+        for (auto* id : ids) accept(id);
+    }
+
+    void accept(rdma_cm_id* id) {
+        if (!passive_ev_ || group_key_.empty()) {  // not listening (any more)
+            rdma_reject(id, nullptr, 0);
+            rdma_destroy_id(id);
+            return;
+        }
+        auto ch = std::make_unique<RdmaChannel>(*this, *passive_ev_, false, Endpoint{});
+        ch->id = next_id_++;
+        ch->name = "ingress#" + std::to_string(ch->id);
+        if (auto st = ch->accept_from(id); !st) {
+            spdlog::warn("rdma accept: {}", st.error().message);
+            return;  // the channel's destructor rejects/destroys the id
+        }
+        passive_.push_back(std::move(ch));
+    }
+
     void drain_events() {
         rdma_cm_event* e = nullptr;
-        // Bounded: the fd is level-triggered, leftovers come back on the next poll.
-        for (int i = 0; i < 64 && rdma_get_cm_event(ec_, &e) == 0; ++i) {
+        // The fd is non-blocking; read until it is empty (a multishot poll reports edges).
+        while (rdma_get_cm_event(ec_, &e) == 0) {
             rdma_cm_event copy = *e;
             if (e->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
                 rdma_cm_id* id = e->id;
                 rdma_ack_cm_event(e);
-                if (!listen_id_ || !passive_ev_) {
-                    rdma_reject(id, nullptr, 0);
-                    rdma_destroy_id(id);
-                    continue;
-                }
-                auto ch = std::make_unique<RdmaChannel>(*this, *passive_ev_, false, Endpoint{});
-                ch->id = next_id_++;
-                ch->name = "ingress#" + std::to_string(ch->id);
-                if (auto st = ch->accept_from(id); !st) {
-                    spdlog::warn("rdma accept: {}", st.error().message);
-                    continue;  // the channel's destructor rejects/destroys the id
-                }
-                passive_.push_back(std::move(ch));
+                bool handed = listen_groups().hand_off(
+                    group_key_, this, id,
+                    [](RdmaTransport* m, rdma_cm_id* x) { return m->receive_handoff(x); });
+                if (!handed) accept(id);
                 continue;
             }
             auto* ch = static_cast<RdmaChannel*>(e->id ? e->id->context : nullptr);
@@ -244,7 +356,11 @@ class RdmaTransport final : public Transport {
     TransportOptions o_;
     rdma_event_channel* ec_ = nullptr;
     rdma_cm_id* listen_id_ = nullptr;
+    std::string group_key_;  // set while listening (as owner or member)
     std::unique_ptr<FdWatch> watch_;
+    std::unique_ptr<Waker> handoff_waker_;
+    std::mutex inbox_mu_;
+    std::vector<rdma_cm_id*> inbox_;
     std::vector<RdmaChannel*> active_;
     std::vector<std::unique_ptr<RdmaChannel>> passive_;
     std::vector<std::unique_ptr<FdWatch>> graveyard_;
@@ -253,8 +369,9 @@ class RdmaTransport final : public Transport {
     std::mt19937 rng_{std::random_device{}()};
 };
 
-RdmaChannel::RdmaChannel(RdmaTransport& t, ChannelEvents& ev, bool active, Endpoint ep)
-    : t_(t), ev_(ev), active_(active), ep_(std::move(ep)) {
+RdmaChannel::RdmaChannel(RdmaTransport& t, ChannelEvents& ev, bool active, Endpoint ep,
+                         std::string source)
+    : t_(t), ev_(ev), active_(active), ep_(std::move(ep)), source_(std::move(source)) {
     backoff_ms_ = t_.opts().channel.reconnect_min_ms;
 }
 
@@ -270,14 +387,17 @@ Status RdmaChannel::setup_resources(rdma_cm_id* id) {
     fcntl(cc_->fd, F_SETFL, fl | O_NONBLOCK);
     nslots_ = c.credits + kControlReserve;
     slot_bytes_ = c.slot_bytes;
-    cq_ = ibv_create_cq(id_->verbs, static_cast<int>(2 * nslots_ + 16), this, cc_, 0);
+    // Send queue: every slot (SENDs) plus one WRITE per data credit (large frames use no
+    // slot); the CQ holds all sends and all receives.
+    const uint32_t max_send = nslots_ + c.credits;
+    cq_ = ibv_create_cq(id_->verbs, static_cast<int>(max_send + nslots_ + 16), this, cc_, 0);
     if (!cq_) return make_error("ibv_create_cq failed");
     if (ibv_req_notify_cq(cq_, 0)) return make_error("ibv_req_notify_cq failed");
     ibv_qp_init_attr qa{};
     qa.send_cq = cq_;
     qa.recv_cq = cq_;
     qa.qp_type = IBV_QPT_RC;
-    qa.cap.max_send_wr = nslots_ + 16;
+    qa.cap.max_send_wr = max_send;
     qa.cap.max_recv_wr = nslots_;
     qa.cap.max_send_sge = 1;
     qa.cap.max_recv_sge = 1;
@@ -294,6 +414,8 @@ Status RdmaChannel::setup_resources(rdma_cm_id* id) {
     my_ring_.reset(c.large_ring_bytes);
     stage_ring_.reset(c.large_ring_bytes);
     stage_units_.clear();
+    pending_ctl_.clear();
+    hello_sent_ = false;
     for (uint32_t i = 0; i < nslots_; ++i) post_recv(i);
     cq_watch_ = std::make_unique<FdWatch>(t_.ring(), cc_->fd, [this] { poll_cq(); });
     return {};
@@ -341,12 +463,25 @@ Status RdmaChannel::accept_from(rdma_cm_id* id) {
 void RdmaChannel::start_connect(int64_t now) {
     auto a = resolve(ep_);
     deadline_ = now + t_.opts().channel.connect_timeout_ms * kMs;
-    if (!a || rdma_create_id(t_.ec(), &id_, this, RDMA_PS_TCP)) {
+    Result<SockAddr> src = SockAddr{};
+    if (!source_.empty()) {
+        Endpoint se;
+        se.host = source_;
+        se.text = source_;
+        src = resolve(se);
+    }
+    if (!a || !src) {
+        spdlog::warn("channel {}: {}", name, (!a ? a : src).error().message);
+        next_connect_ = now + backoff_ms_ * kMs;
+        return;
+    }
+    if (rdma_create_id(t_.ec(), &id_, this, RDMA_PS_TCP)) {
         id_ = nullptr;
         next_connect_ = now + backoff_ms_ * kMs;
         return;
     }
-    if (rdma_resolve_addr(id_, nullptr, reinterpret_cast<sockaddr*>(&a->addr),
+    sockaddr* from = source_.empty() ? nullptr : reinterpret_cast<sockaddr*>(&src->addr);
+    if (rdma_resolve_addr(id_, from, reinterpret_cast<sockaddr*>(&a->addr),
                           static_cast<int>(t_.opts().channel.connect_timeout_ms))) {
         down(fmt::format("rdma_resolve_addr {}: {}", ep_.text, std::strerror(errno)));
         return;
@@ -377,9 +512,13 @@ void RdmaChannel::on_cm_event(rdma_cm_event& e) {
             break;
         }
         case RDMA_CM_EVENT_ESTABLISHED:
-            state_ = State::Handshake;
-            last_rx_ = last_tx_ = now_ns();
-            send_control(FrameType::Hello);
+            // The passive side may already have the peer's Hello (the completion channel
+            // and the rdmacm channel are separate fds): then it is up and answered already.
+            if (state_ != State::Up) {
+                state_ = State::Handshake;
+                last_rx_ = last_tx_ = now_ns();
+            }
+            send_hello();
             break;
         case RDMA_CM_EVENT_ADDR_ERROR:
         case RDMA_CM_EVENT_ROUTE_ERROR:
@@ -492,8 +631,20 @@ Status RdmaChannel::send(std::string_view frame, int prio) {
     return st;
 }
 
+void RdmaChannel::send_hello() {
+    if (hello_sent_ || !id_ || !id_->qp) return;
+    hello_sent_ = true;
+    send_control(FrameType::Hello);
+}
+
 void RdmaChannel::send_control(FrameType t) {
     if (!id_ || !id_->qp) return;
+    if (free_slots_.empty()) {
+        // Every slot is waiting for its send completion: send it after the next poll.
+        if (std::find(pending_ctl_.begin(), pending_ctl_.end(), t) == pending_ctl_.end())
+            pending_ctl_.push_back(t);
+        return;
+    }
     std::string f;
     if (t == FrameType::Hello) {
         Hello h;
@@ -513,6 +664,14 @@ void RdmaChannel::send_control(FrameType t) {
     if (auto st = post(f, 0, false); !st) down("control send: " + st.error().message);
 }
 
+void RdmaChannel::flush_pending_control() {
+    while (!pending_ctl_.empty() && !free_slots_.empty() && cq_) {
+        FrameType t = pending_ctl_.front();
+        pending_ctl_.erase(pending_ctl_.begin());
+        send_control(t);
+    }
+}
+
 void RdmaChannel::close() {
     if (shutting_down_) return;
     shutting_down_ = true;
@@ -527,10 +686,12 @@ void RdmaChannel::poll_cq() {
     if (!cq_) return;
     ibv_cq* ev_cq = nullptr;
     void* ctx = nullptr;
-    if (ibv_get_cq_event(cc_, &ev_cq, &ctx) == 0) {
-        ibv_ack_cq_events(ev_cq, 1);
-        ibv_req_notify_cq(cq_, 0);
-    }
+    // Non-blocking channel fd: take every pending event (a multishot poll reports edges), then
+    // re-arm before polling so a completion after the poll raises a new event.
+    unsigned events = 0;
+    while (ibv_get_cq_event(cc_, &ev_cq, &ctx) == 0) ++events;
+    if (events) ibv_ack_cq_events(cq_, events);
+    ibv_req_notify_cq(cq_, 0);
     ibv_wc wc[32];
     bool could_send = can_send();
     for (int rounds = 0; rounds < 64 && cq_; ++rounds) {
@@ -580,6 +741,8 @@ void RdmaChannel::poll_cq() {
             }
         }
     }
+    if (!cq_) return;
+    flush_pending_control();
     if (!cq_ || !up()) return;
     if (core_.ret.explicit_due() || my_ring_.explicit_due()) send_control(FrameType::Credit);
     if (!could_send && can_send()) ev_.on_writable(*this);
@@ -609,6 +772,18 @@ void RdmaChannel::handle_frame(const char* p, size_t n) {
                 down("bad hello: " + hello.error().message);
                 return;
             }
+            const auto& ch = t_.opts().channel;
+            if (hello->slot_bytes != slot_bytes_ || hello->ring_bytes / 2 < ch.max_frame_bytes ||
+                hello->max_frame > ch.max_frame_bytes) {
+                down(fmt::format(
+                    "peer's [channel] differs: slot_bytes {} (ours {}), large ring {} B, "
+                    "max_frame {} (ours {})",
+                    hello->slot_bytes, slot_bytes_, hello->ring_bytes, hello->max_frame,
+                    ch.max_frame_bytes));
+                return;
+            }
+            send_hello();  // passive side: the peer's Hello may come before ESTABLISHED
+            if (!cq_) return;
             core_.on_peer_hello(hello.value());
             peer_ring_.reset(hello->ring_bytes);
             peer_ring_addr_ = hello->ring_addr;
@@ -628,6 +803,9 @@ void RdmaChannel::handle_frame(const char* p, size_t n) {
             break;
         case ChannelCore::Action::Ping:
             send_control(FrameType::Pong);
+            break;
+        case ChannelCore::Action::Goodbye:
+            spdlog::info("channel {}: peer is draining", name);
             break;
         default:
             break;

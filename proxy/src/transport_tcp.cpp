@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "channel_core.hpp"
@@ -16,7 +17,8 @@ class TcpTransport;
 
 class TcpChannel final : public Channel, public StreamConn::Events {
   public:
-    TcpChannel(TcpTransport& t, ChannelEvents& ev, bool active, Endpoint ep);
+    TcpChannel(TcpTransport& t, ChannelEvents& ev, bool active, Endpoint ep,
+               std::string source = {});
     ~TcpChannel() override;
 
     void start_passive(int fd);
@@ -52,6 +54,7 @@ class TcpChannel final : public Channel, public StreamConn::Events {
     ChannelEvents& ev_;
     bool active_;
     Endpoint ep_;
+    std::string source_;
     State state_ = State::Idle;
     std::unique_ptr<StreamConn> conn_;
     std::string rx_;
@@ -68,9 +71,9 @@ class TcpTransport final : public Transport {
     TcpTransport(Ring& ring, const TransportOptions& o) : ring_(ring), o_(o) {}
     ~TcpTransport() override { passive_.clear(); }
 
-    std::unique_ptr<Channel> dial(const Endpoint& ep, std::string name,
+    std::unique_ptr<Channel> dial(const Endpoint& ep, const std::string& source, std::string name,
                                   ChannelEvents& ev) override {
-        auto ch = std::make_unique<TcpChannel>(*this, ev, true, ep);
+        auto ch = std::make_unique<TcpChannel>(*this, ev, true, ep, source);
         ch->name = std::move(name);
         ch->id = next_id_++;
         active_.push_back(ch.get());
@@ -119,8 +122,9 @@ class TcpTransport final : public Transport {
     std::mt19937 rng_{std::random_device{}()};
 };
 
-TcpChannel::TcpChannel(TcpTransport& t, ChannelEvents& ev, bool active, Endpoint ep)
-    : t_(t), ev_(ev), active_(active), ep_(std::move(ep)) {
+TcpChannel::TcpChannel(TcpTransport& t, ChannelEvents& ev, bool active, Endpoint ep,
+                       std::string source)
+    : t_(t), ev_(ev), active_(active), ep_(std::move(ep)), source_(std::move(source)) {
     backoff_ms_ = t_.opts().channel.reconnect_min_ms;
 }
 
@@ -145,8 +149,21 @@ void TcpChannel::start_connect(int64_t now) {
         next_connect_ = now + backoff_ms_ * kMs;
         return;
     }
+    std::optional<SockAddr> from;
+    if (!source_.empty()) {
+        Endpoint se;
+        se.host = source_;
+        se.text = source_;
+        auto s = resolve(se);
+        if (!s) {
+            spdlog::warn("channel {}: source: {}", name, s.error().message);
+            next_connect_ = now + backoff_ms_ * kMs;
+            return;
+        }
+        from = s.value();
+    }
     conn_ = std::make_unique<StreamConn>(t_.ring(), *this);
-    if (auto st = conn_->connect(addr.value()); !st) {
+    if (auto st = conn_->connect(addr.value(), from ? &*from : nullptr); !st) {
         spdlog::warn("channel {}: {}", name, st.error().message);
         conn_.reset();
         next_connect_ = now + backoff_ms_ * kMs;

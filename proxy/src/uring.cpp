@@ -240,9 +240,14 @@ void StreamConn::attach(int fd) {
     arm_recv();
 }
 
-Status StreamConn::connect(const SockAddr& a) {
+Status StreamConn::connect(const SockAddr& a, const SockAddr* from) {
     int fd = ::socket(a.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return make_error(fmt::format("socket: {}", std::strerror(errno)));
+    if (from && ::bind(fd, reinterpret_cast<const sockaddr*>(&from->addr), from->len) < 0) {
+        int e = errno;
+        ::close(fd);
+        return make_error(fmt::format("bind source address: {}", std::strerror(e)));
+    }
     fd_ = fd;
     if (a.family != AF_UNIX) {
         int one = 1;
@@ -511,7 +516,7 @@ FdWatch::~FdWatch() {
 void FdWatch::cancel() {
     if (cancelled_) return;
     cancelled_ = true;
-    if (armed_) {
+    if (armed_ && ring_.running()) {  // after Ring::shutdown() the poll is gone already
         auto* s = ring_.sqe();
         io_uring_prep_poll_remove(s, ring_.token_of(slot_, Op::Poll));
         io_uring_sqe_set_data64(s, Ring::kIgnore);

@@ -54,6 +54,7 @@ class Ring {
     // entries: SQ size.  bufs x buf_size: provided-buffer ring for multishot recv (0 = none).
     Status init(unsigned entries, unsigned bufs, unsigned buf_size);
     void shutdown();
+    bool running() const { return inited_; }
 
     uint32_t add(IoHandler* h);
     void remove(uint32_t slot);
@@ -118,8 +119,9 @@ class StreamConn final : public IoHandler {
     StreamConn& operator=(const StreamConn&) = delete;
     ~StreamConn();
 
-    void attach(int fd);                // accepted socket: start receiving
-    Status connect(const SockAddr& a);  // on_connect reports the outcome
+    void attach(int fd);  // accepted socket: start receiving
+    // on_connect reports the outcome; from: local address to bind first (port 0), or null.
+    Status connect(const SockAddr& a, const SockAddr* from = nullptr);
     std::string& out() { return out_; }
     void flush();
     // Close once everything queued is sent.  linger: half-close (FIN) and discard input

@@ -1,0 +1,315 @@
+#!/bin/bash
+# Integration test of sverbs-proxy over the RDMA transport, on Soft-RoCE in a QEMU guest.
+#
+#   run-rdma.sh <sverbs-proxy> <sverbs-compute> <rdma-core prefix> [on|off ...]
+#
+# On the host it re-runs itself inside a guest (tests/vm/run-in-vm.sh, SVERBS_VM_RUNNER);
+# exit 77 with the reason when no guest can be started.  In the guest (rxe0 on veth0
+# 10.77.0.1, rxe1 on veth1 10.77.0.2):
+#   compute  10.77.0.2:19000 (TCP)          egress 10.77.0.2:17000 (RDMA, rxe1, 2 workers)
+#   ingress  10.77.0.1:18080 (HTTP), dials the egress from 10.77.0.1 (rxe0), 2 workers
+# and checks, once per mode (on = the sverbs layer on, the default; off = SVERBS=off):
+# QPs on both devices, libs from our prefix, layer state; 200 for /echo (small and > 64 KiB:
+# RDMA WRITE WITH IMMEDIATE both ways, several at once so the large-frame ring wraps and
+# fills), /matmul; 404/400/413; egress killed with a request in flight -> 502, restart ->
+# 200; compute killed -> 502, restart -> 200; a bounded wrk run without errors; SIGTERM drain.
+# Every wait is bounded; there are no timing thresholds.
+set -u
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../../.." && pwd)
+PROXY=${1:?usage: run-rdma.sh sverbs-proxy sverbs-compute prefix [on|off]...}
+COMPUTE=${2:?sverbs-compute}
+PREFIX=${3:?rdma-core prefix}
+shift 3
+MODES=("$@")
+[ ${#MODES[@]} -gt 0 ] || MODES=(on off)
+
+if [ -z "${RXE_VM_HOST:-}" ]; then  # host: boot a guest and run this script there
+    RUNNER=${SVERBS_VM_RUNNER:-$REPO/tests/vm/run-in-vm.sh}
+    if ! why=$("$RUNNER" --check 2>&1); then
+        echo "SKIP: cannot start a guest: $why"
+        exit 77
+    fi
+    cmd=$(printf '%q ' bash "$0" "$PROXY" "$COMPUTE" "$PREFIX" "${MODES[@]}")
+    "$RUNNER" "$cmd"
+    rc=$?
+    if [ $rc = 125 ]; then
+        echo "SKIP: the guest did not start (run-in-vm.sh status 125, see its console log)"
+        exit 77
+    fi
+    exit $rc
+fi
+
+# ------------------------------------------------------------------ in the guest
+[ -r "$PREFIX/env.sh" ] && . "$PREFIX/env.sh"
+WRK=$(command -v wrk || true)
+command -v curl > /dev/null || { echo "SKIP: curl not installed"; exit 77; }
+ulimit -n 65536 2> /dev/null || true
+ulimit -c 0
+DIR=$(mktemp -d /tmp/sverbs-proxy-rdma.XXXXXX)
+FAILS=0 PASSES=0
+PIDS=()
+IN_IP=10.77.0.1 EG_IP=10.77.0.2
+P_IN=18080 P_EG=17000 P_MET=17001 P_SVC=19000
+URL=http://$IN_IP:$P_IN
+
+cleanup() {
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2> /dev/null; done
+    wait 2> /dev/null
+}
+trap cleanup EXIT
+
+fail() {
+    echo "not ok - $*"
+    FAILS=$((FAILS + 1))
+}
+pass() {
+    echo "ok - $*"
+    PASSES=$((PASSES + 1))
+}
+check() {  # check DESCRIPTION COMMAND...
+    local d=$1
+    shift
+    if "$@"; then pass "$d"; else fail "$d"; fi
+}
+logs() {
+    for f in "$DIR"/*.log; do
+        echo "# ---- $f"
+        tail -n 25 "$f" | sed 's/^/#   /'
+    done
+}
+
+cat > "$DIR/proxy.toml" << TOML
+log_level = "info"
+
+[channel]
+transport = "rdma"
+credits = 16
+slot_bytes = "64KiB"
+large_ring_bytes = "2MiB"      # small: several 300 KB frames wrap and fill it
+max_frame_bytes = "1MiB"
+reconnect_min_ms = 20
+reconnect_max_ms = 200
+heartbeat_ms = 300
+
+[ingress]
+listen = "$IN_IP:$P_IN"
+workers = 2
+max_body_bytes = "512KiB"
+request_timeout_ms = 8000
+
+[[ingress.egress]]
+name = "gpu"
+address = "$EG_IP:$P_EG"
+source = "$IN_IP"              # dial from rxe0; the egress is on rxe1
+connections = 1
+
+[egress]
+listen = "$EG_IP:$P_EG"
+workers = 2                    # one listening cm_id shared by both workers
+metrics_listen = "$EG_IP:$P_MET"
+
+[[upstream]]
+name = "compute"
+class = "latency"
+service = "$EG_IP:$P_SVC"
+pool = 16
+service_timeout_ms = 4000
+service_connect_timeout_ms = 500
+
+[[route]]
+prefix = "/matmul"
+upstream = "compute"
+
+[[route]]
+prefix = "/echo"
+upstream = "compute"
+
+[[route]]
+prefix = "/healthz"
+upstream = "compute"
+TOML
+
+start_compute() {
+    "$COMPUTE" -l $EG_IP:$P_SVC -w 1 >> "$DIR/compute.log" 2>&1 &
+    COMPUTE_PID=$!
+    PIDS+=($!)
+}
+start_egress() {
+    "$PROXY" -c "$DIR/proxy.toml" --role egress >> "$DIR/egress.log" 2>&1 &
+    EGRESS_PID=$!
+    PIDS+=($!)
+}
+start_ingress() {
+    "$PROXY" -c "$DIR/proxy.toml" --role ingress >> "$DIR/ingress.log" 2>&1 &
+    INGRESS_PID=$!
+    PIDS+=($!)
+}
+code() { curl -s -o /dev/null --max-time 15 -w '%{http_code}' "$@"; }
+wait_200() {  # bounded: 30 s
+    for _ in $(seq 1 150); do
+        [ "$(code --max-time 2 "$URL/healthz")" = 200 ] && return 0
+        sleep 0.2
+    done
+    return 1
+}
+raw_status() {
+    exec 5<> /dev/tcp/$IN_IP/$P_IN || {
+        echo 000
+        return
+    }
+    printf '%b' "$1" >&5
+    local line
+    IFS= read -r -t 10 line <&5
+    exec 5<&-
+    echo "$line" | awk '{print $2}'
+}
+metric_sum() {  # metric_sum URL NAME-PREFIX: sum of the samples whose line starts with it
+    curl -s --max-time 5 "$1" | awk -v m="$2" 'index($0, m) == 1 {s += $NF} END {print s + 0}'
+}
+inflight() { metric_sum "$URL/metrics" 'sverbs_proxy_inflight_requests{role="ingress"'; }
+stop_all() {
+    for p in ${INGRESS_PID:-} ${EGRESS_PID:-} ${COMPUTE_PID:-}; do kill -9 "$p" 2> /dev/null; done
+    wait 2> /dev/null
+    PIDS=()
+}
+maps_prefix_rxe() {  # the process maps libibverbs and the rxe provider from our prefix
+    grep -q "$PREFIX/lib/libibverbs.so" "/proc/$1/maps" &&
+        grep -q "$PREFIX/lib/libibverbs/librxe-" "/proc/$1/maps"
+}
+rc_qps_on() { rdma res show qp 2> /dev/null | grep -q "^link $1/1 .*type RC state RTS.*comm sverbs-proxy"; }
+same_file() { cmp -s "$1" "$2"; }
+
+head -c 200000 /dev/urandom > "$DIR/big.bin"
+head -c 300000 /dev/urandom > "$DIR/big3.bin"
+head -c 600000 /dev/zero > "$DIR/toobig.bin"
+printf '\x00\x00\x00\x00\x00\x00\xf0\x3f\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xf0\x3f\x00\x00\x00\x00\x00\x00\x00\x40\x00\x00\x00\x00\x00\x00\x08\x40\x00\x00\x00\x00\x00\x00\x10\x40\x00\x00\x00\x00\x00\x00\x14\x40' > "$DIR/m.bin"
+
+run_mode() {
+    local mode=$1 m=$1 out c reqs
+    if [ "$mode" = off ]; then export SVERBS=off; else unset SVERBS; fi
+    echo "# ==== sverbs layer $mode (SVERBS=${SVERBS-<unset>}), guest $RXE_VM_HOST"
+    local st
+    st=$(/usr/bin/python3 "$REPO/tests/integration/layer-state.py" rxe0 2>&1)
+    check "[$m] layer state is $mode ($st)" [ "${st%% *}" = "$mode" ]
+
+    "$PROXY" -c "$DIR/proxy.toml" --check > /dev/null || fail "[$m] --check rejects the config"
+    start_compute
+    start_egress
+    start_ingress
+    if ! wait_200; then
+        fail "[$m] proxy never answered 200 over RDMA"
+        logs
+        stop_all
+        return
+    fi
+    pass "[$m] started: ingress $IN_IP:$P_IN -> rdma -> egress $EG_IP:$P_EG -> compute :$P_SVC"
+    check "[$m] RC QPs of the ingress on rxe0" rc_qps_on rxe0
+    check "[$m] RC QPs of the egress on rxe1" rc_qps_on rxe1
+    check "[$m] ingress uses libibverbs + librxe of $PREFIX" maps_prefix_rxe "$INGRESS_PID"
+    check "[$m] egress uses libibverbs + librxe of $PREFIX" maps_prefix_rxe "$EGRESS_PID"
+    c=$(metric_sum "$URL/metrics" 'sverbs_proxy_channel_up{role="ingress"')
+    check "[$m] ingress: 2 rdma channels up (got $c)" [ "$c" = 2 ]
+
+    # --- 200
+    out=$(curl -s --max-time 10 -d 'hello sverbs' "$URL/echo")
+    check "[$m] 200 echo small body" [ "$out" = "hello sverbs" ]
+    curl -s --max-time 20 --data-binary @"$DIR/big.bin" -o "$DIR/big.out" "$URL/echo"
+    check "[$m] 200 echo 200000 B body round trip (WRITE WITH IMM)" same_file "$DIR/big.bin" "$DIR/big.out"
+    local i pids=()
+    for i in 1 2 3 4 5 6 7 8; do
+        curl -s --max-time 60 --data-binary @"$DIR/big3.bin" -o "$DIR/big3.$i.out" "$URL/echo" &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    local bad=0
+    for i in 1 2 3 4 5 6 7 8; do same_file "$DIR/big3.bin" "$DIR/big3.$i.out" || bad=$((bad + 1)); done
+    check "[$m] 8 concurrent 300000 B echoes (2 MiB ring wraps/fills), $bad wrong" [ $bad = 0 ]
+    c=$(metric_sum "$URL/metrics" 'sverbs_proxy_channel_large_frames_total{role="ingress"')
+    check "[$m] ingress sent large frames by WRITE WITH IMM ($c)" [ "${c%.*}" -ge 9 ]
+    out=$(curl -s --max-time 20 -X POST "$URL/matmul?n=16")
+    case "$out" in *'"n":16'*'"checksum":'*) pass "[$m] 200 matmul n=16: $out" ;; *) fail "[$m] matmul answered '$out'" ;; esac
+    out=$(curl -s --max-time 20 --data-binary @"$DIR/m.bin" "$URL/matmul?n=2")
+    check "[$m] 200 matmul with payload ($out)" [ "$out" = '{"n":2,"checksum":14}' ]
+
+    # --- 404, 400, 413
+    check "[$m] 404 unknown route" [ "$(code "$URL/no/such/route")" = 404 ]
+    check "[$m] 400 malformed request" [ "$(raw_status 'BLAH / HTTP/1.1\r\nHost: x\r\n\r\n')" = 400 ]
+    check "[$m] 400 from the service passes through" [ "$(code "$URL/matmul?n=0")" = 400 ]
+    check "[$m] 413 body over max_body_bytes" [ "$(code --data-binary @"$DIR/toobig.bin" "$URL/echo")" = 413 ]
+
+    # --- egress killed with a request in flight: 502 (bounded by curl --max-time), restart
+    kill -STOP "$COMPUTE_PID"
+    curl -s -o /dev/null --max-time 15 -w '%{http_code}' -d held "$URL/echo" > "$DIR/held.code" &
+    local held=$!
+    for _ in $(seq 1 100); do
+        [ "$(inflight)" = 1 ] && break
+        sleep 0.05
+    done
+    kill -9 "$EGRESS_PID"
+    wait "$EGRESS_PID" 2> /dev/null
+    wait $held
+    check "[$m] 502 for the request in flight when the egress dies (got $(cat "$DIR/held.code"))" \
+        [ "$(cat "$DIR/held.code")" = 502 ]
+    kill -CONT "$COMPUTE_PID"
+    c=$(code -d x "$URL/echo")
+    check "[$m] 502 while the egress is down (got $c)" [ "$c" = 502 ]
+    start_egress
+    check "[$m] 200 again after the egress restarts (channels redialled)" wait_200
+    curl -s --max-time 20 --data-binary @"$DIR/big.bin" -o "$DIR/big.out2" "$URL/echo"
+    check "[$m] large echo after reconnect" same_file "$DIR/big.bin" "$DIR/big.out2"
+
+    # --- compute killed: 502 from the egress, restart
+    kill -9 "$COMPUTE_PID"
+    wait "$COMPUTE_PID" 2> /dev/null
+    c=$(code -d x "$URL/echo")
+    check "[$m] 502 while the compute service is down (got $c)" [ "$c" = 502 ]
+    start_compute
+    check "[$m] 200 again after compute restarts" wait_200
+
+    # --- wrk smoke (bounded)
+    if [ -n "$WRK" ]; then
+        timeout 60 "$WRK" -t1 -c16 -d3s "$URL/echo" > "$DIR/wrk.out" 2>&1
+        reqs=$(awk '/requests in/ {print $1}' "$DIR/wrk.out")
+        if grep -q -e 'Non-2xx' -e 'Socket errors' "$DIR/wrk.out" || [ -z "$reqs" ] || [ "$reqs" -le 0 ]; then
+            fail "[$m] wrk: $(tr '\n' ' ' < "$DIR/wrk.out")"
+        else
+            pass "[$m] wrk -c16 -d3s: $reqs requests, no errors ($(awk '/Requests\/sec/ {print $2}' "$DIR/wrk.out") req/s)"
+        fi
+    else
+        echo "ok - # SKIP [$m] wrk not installed"
+    fi
+    c=$(metric_sum "http://$EG_IP:$P_MET/metrics" 'sverbs_proxy_channel_credit_stalls_total')
+    echo "# [$m] egress credit stalls: $c"
+
+    # --- graceful drain
+    kill -TERM "$INGRESS_PID"
+    local rc=timeout
+    for _ in $(seq 1 200); do
+        kill -0 "$INGRESS_PID" 2> /dev/null || break
+        sleep 0.05
+    done
+    kill -0 "$INGRESS_PID" 2> /dev/null || {
+        wait "$INGRESS_PID"
+        rc=$?
+    }
+    check "[$m] ingress drains on SIGTERM, exit $rc" [ "$rc" = 0 ]
+    kill -TERM "$EGRESS_PID"
+    rc=timeout
+    for _ in $(seq 1 200); do
+        kill -0 "$EGRESS_PID" 2> /dev/null || break
+        sleep 0.05
+    done
+    kill -0 "$EGRESS_PID" 2> /dev/null || {
+        wait "$EGRESS_PID"
+        rc=$?
+    }
+    check "[$m] egress drains on SIGTERM, exit $rc" [ "$rc" = 0 ]
+    [ "$FAILS" = 0 ] || logs
+    stop_all
+    for f in "$DIR"/*.log; do mv "$f" "$f.$mode"; done
+}
+
+for mode in "${MODES[@]}"; do run_mode "$mode"; done
+echo "$PASSES passed, $FAILS failed"
+[ "$FAILS" = 0 ]
