@@ -98,12 +98,12 @@ itest_pair() {
   if ! vm-wait-listen $cm "$port" 60 2>>"$o.srv.out"; then
     kill "$spid" 2>/dev/null || true
   else
-    LD_DEBUG=libs LD_DEBUG_OUTPUT=$o.cli.ld timeout 120 "${cli[@]}" >"$o.cli.out" 2>&1
-    echo $? > "$o.cli.rc"
+    # (statuses are results here, not errors: keep set -e out of it)
+    LD_DEBUG=libs LD_DEBUG_OUTPUT=$o.cli.ld timeout 120 "${cli[@]}" >"$o.cli.out" 2>&1 &&
+      echo 0 > "$o.cli.rc" || echo $? > "$o.cli.rc"
   fi
   [ -e "$o.cli.rc" ] || echo 125 > "$o.cli.rc"
-  wait "$spid"
-  echo $? > "$o.srv.rc"
+  wait "$spid" && echo 0 > "$o.srv.rc" || echo $? > "$o.srv.rc"
 }
 rc_of() { cat "$ITEST_OUT/$1.rc" 2>/dev/null || echo missing; }
 
