@@ -12,6 +12,7 @@
 #   perf/demo.sh [-t SECONDS] [-r REPS]   (hol_bench seconds per run, default 2;
 #                                          repetitions, default 1)
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
 secs=2 reps=1

@@ -14,6 +14,7 @@
 #
 # Environment: PERF_BIN (where hol_bench is), SVERBS_VM_* (tests/vm/run-in-vm.sh).
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
 name=hol reps=3 secs=5 sizes="64K 1M 4M" baseline=1

@@ -17,6 +17,7 @@
 #
 # Environment: PERF_BIN (where rate_bench is), SVERBS_VM_* (tests/vm/run-in-vm.sh).
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
 name='' reps=3 secs=3 cfgs="t1 t4 pl16 lat" sys=0 iters=1000

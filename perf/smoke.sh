@@ -7,6 +7,7 @@
 #   perf/smoke.sh HOL_BENCH RATE_BENCH
 # Exit: 0 ok, 1 failed, 77 (skip) when no guest can be started.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 [ $# = 2 ] || perf_die "usage: $0 HOL_BENCH RATE_BENCH"
 PERF_BIN=$(cd "$(dirname "$1")" && pwd -P)
@@ -47,6 +48,8 @@ need("smoke-t1", lambda r: r["wrs"] > 0 and r["kpps"] > 0 and r["post_calls"] > 
      "no WR completed, or not one WR per post")
 need("smoke-t2-pl4", lambda r: r["wrs"] > 0 and len(r["per_thread_kpps"]) == 2
      and all(k > 0 for k in r["per_thread_kpps"]), "a thread completed nothing")
+need("smoke-error", lambda r: r["ok"],
+     "--inject-error did not abort with 'remote access error'")
 need("smoke-lat", lambda r: r["lat"]["count"] > 0 and r["lat"]["p50_us"] > 0, "no latency sample")
 for b in bad:
     print("FAIL:", b)

@@ -12,4 +12,13 @@ run "$b/hol_bench" --baseline -t 0.5 --warmup 0.2 --label smoke-baseline
 run "$b/rate_bench" -T 1 -t 1 --warmup 0.2 --label smoke-t1
 run "$b/rate_bench" -T 2 -l 4 -t 0.5 --warmup 0.2 --label smoke-t2-pl4
 run "$b/rate_bench" --lat -t 0.5 --warmup 0.2 --label smoke-lat
+# the error path: a wrong rkey must abort (exit 1) naming the WC status
+err=$("$b/hol_bench" -L 64K -t 0.5 --warmup 0 --inject-error 2>&1 >/dev/null)
+rc=$?
+echo "$err" >&2
+if [ $rc = 1 ] && grep -q 'completion failed: status remote access error' <<<"$err"; then
+	echo '{"label":"smoke-error","ok":true}'
+else
+	echo '{"label":"smoke-error","ok":false}'
+fi
 exit $fail

@@ -43,7 +43,8 @@ struct Options {
     double warmup_s = 0.5;
     int small_prio = 0, large_prio = 7;
     bool no_prio = false;
-    uint32_t small_cap = 4096;
+    uint32_t small_cap = 8192;
+    bool inject_error = false;
     bool small_inline = false;
     double stall_s = 30.0;
     int ack_timeout = 14;
@@ -159,7 +160,8 @@ class HolBench {
             wr.opcode = IBV_WR_RDMA_WRITE;
             wr.wr.rdma.remote_addr =
                 reinterpret_cast<uintptr_t>(small_dst_.data()) + (seq % kSlots) * small_bytes_;
-            wr.wr.rdma.rkey = small_dst_mr_->rkey;
+            // --inject-error: a wrong rkey, to exercise the error path
+            wr.wr.rdma.rkey = small_dst_mr_->rkey ^ (o_.inject_error ? 0x5a5a00u : 0u);
         }
         ibv_send_wr* bad = nullptr;
         if (int rc = ibv_post_send(a_.qp.get(), &wr, &bad); rc != 0)
@@ -400,6 +402,8 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::Range(0, 31));
     app.add_option("--label", o.label, "free text copied into the JSON line");
+    app.add_flag("--inject-error", o.inject_error,
+                 "post the small WRITEs with a wrong rkey (tests the error path)");
     CLI11_PARSE(app, argc, argv);
     try {
         parse_size(o.large_size);
