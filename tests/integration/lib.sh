@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # lib.sh - shared helpers of the shell integration tests (sourced, bash).
 #
 # A test script is one file that runs twice: on the host it re-executes itself
@@ -85,7 +86,7 @@ show() {  # show FILE...: print files indented (after a failed check)
 # LD_DEBUG=libs (logs: $ITEST_OUT/NAME.{srv,cli}.ld.<pid>) and a 120 s
 # timeout.  Results: $ITEST_OUT/NAME.{srv,cli}.{out,rc}.
 itest_pair() {
-  local name=$1 port=$2 cm= srv=() cli=() o=$ITEST_OUT/$1 spid
+  local port=$2 cm="" srv=() cli=() o=$ITEST_OUT/$1 spid
   shift 2
   [ "$1" != --cm ] || { cm=--cm; shift; }
   [ "$1" = -- ] || { echo "itest_pair: usage" >&2; return 2; }

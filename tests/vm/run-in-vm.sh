@@ -82,7 +82,9 @@
 # zstd iproute2 (in the guest: ip, rdma, ss) + a kernel (fetch-kernel.sh) +
 # whatever the command runs (the guest uses the host's binaries).
 set -euo pipefail
-
+# The whole script is one { ... } block: bash parses it completely before
+# running it, so editing this file cannot disturb runs already going.
+{
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 START=$(date +%s.%N)
@@ -308,7 +310,7 @@ start_guest() {
   role=${ROLES[$i]} g=$RUN/${ROLES[$i]}
   case "$ACCEL" in
     kvm) acc=(-accel kvm -cpu host) ;;
-    *)   acc=(-accel tcg,thread=multi -cpu max) ;;
+    *)   acc=(-accel "tcg,thread=multi" -cpu max) ;;
   esac
   for d in "${!RWLIST[@]}"; do
     fs+=(-fsdev "local,id=rw$d,path=${RWLIST[$d]},security_model=none,multidevs=remap"
@@ -445,3 +447,4 @@ done
 [ "$SOCKDIR" = "$RUN" ] || rm -rf "$SOCKDIR"
 vlog "total $(elapsed) s"
 exit "$FINAL"
+}

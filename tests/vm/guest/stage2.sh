@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Stage 2 of the sverbs test guest, run by the host's bash as PID 1 inside the
 # overlay root (host "/" read-only + tmpfs), so host binaries are available.
 #
@@ -8,6 +9,8 @@
 # streams its stdout/stderr to two virtio serial ports.  Any setup failure
 # prints ===SVERBS_VM_SETUP_FAILED=== on the console and powers off without
 # writing rc: the host maps that to status 125.
+# One { ... } block: parsed whole before it runs (edits cannot disturb it).
+{
 B=/run/sverbs-vm/busybox
 C=/run/sverbs-vm/ctl
 fail() {
@@ -37,7 +40,7 @@ $B mkdir -p /lib/modules/$KVER && $B mount --bind "$MODDIR" /lib/modules/$KVER |
   fail "cannot bind $MODDIR"
 i=0
 while [ $i -lt "$NRW" ]; do
-  eval d=\$RW$i
+  d=; eval d=\$RW$i
   ninep rw$i "$d" || fail "cannot mount read-write share $d"
   i=$((i + 1))
 done
@@ -99,3 +102,4 @@ echo $? > $C/rc
 echo "===SVERBS_VM_DONE $(uptime_s)==="
 $B sync
 $B poweroff -f
+}
