@@ -9,11 +9,15 @@
  *                          the provider's QP / CQ (NULL: stock object)
  *   SV_STOCK_DESTROY_CQ, SV_STOCK_MODIFY_QP, SV_STOCK_DESTROY_QP
  *
- * and defines sv_ops, the table to merge with verbs_set_ops().
+ * and defines sv_ops, the table to merge with verbs_set_ops(), and
+ * sv_query_qp_stats, to register with libsverbs.
  */
 #ifndef SVERBS_GLUE_OPS_H
 #define SVERBS_GLUE_OPS_H
 
+#include <errno.h>
+
+#include "sverbs_register.h"
 #include "sverbs_sched.h"
 
 static int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
@@ -80,6 +84,21 @@ static int sv_destroy_qp(struct ibv_qp *ibqp)
 	if (sv)
 		sverbs_qp_destroy_post(sv, ret);
 	return ret;
+}
+
+/* libsverbs' sverbs_query_qp_stats() for this provider's QPs. */
+static int sv_query_qp_stats(struct ibv_qp *qp, struct sverbs_qp_stats *st)
+{
+	struct sverbs_qp *sv;
+
+	/* a QP of this provider, in a context where the layer is on */
+	if (qp->context->ops.post_send != sv_post_send)
+		return ENOENT;
+	sv = SV_QP(qp);
+	if (!sv)
+		return ENOENT;
+	sverbs_qp_get_stats(sv, st);
+	return 0;
 }
 
 static const struct verbs_context_ops sv_ops = {

@@ -15,6 +15,17 @@ file(GLOB SVERBS_CORE_SOURCES CONFIGURE_DEPENDS
   "${SVERBS_SOURCE_DIR}/sched/*.c"
   "${SVERBS_SOURCE_DIR}/batch/*.c")
 
+# libsverbs: the application-facing calls of sverbs.h (sverbs_query_qp_stats);
+# the providers register with it.
+add_library(sverbs SHARED "${SVERBS_SOURCE_DIR}/libsverbs/sverbs.c")
+target_include_directories(sverbs PRIVATE "${SVERBS_SOURCE_DIR}/include")
+target_link_libraries(sverbs LINK_PRIVATE ${CMAKE_THREAD_LIBS_INIT})
+set_target_properties(sverbs PROPERTIES
+  VERSION 1.0.0 SOVERSION 1
+  LIBRARY_OUTPUT_DIRECTORY "${BUILD_LIB}"
+  LINK_FLAGS "-Wl,--version-script,${SVERBS_SOURCE_DIR}/libsverbs/libsverbs.map")
+install(TARGETS sverbs DESTINATION "${CMAKE_INSTALL_LIBDIR}")
+
 function(sverbs_provider TARGET NAME)
   file(GLOB glue CONFIGURE_DEPENDS "${SVERBS_SOURCE_DIR}/providers/${NAME}/*.c")
   target_sources(${TARGET} PRIVATE ${SVERBS_CORE_SOURCES} ${glue})
@@ -26,7 +37,11 @@ function(sverbs_provider TARGET NAME)
     "${SVERBS_SOURCE_DIR}/common"
     "${SVERBS_SOURCE_DIR}/sched"
     "${SVERBS_SOURCE_DIR}/batch"
+    "${SVERBS_SOURCE_DIR}/libsverbs"
     "${SVERBS_SOURCE_DIR}/providers/${NAME}")
+  target_link_libraries(${TARGET} LINK_PRIVATE sverbs)
+  # find libsverbs in the prefix without LD_LIBRARY_PATH
+  set_target_properties(${TARGET} PROPERTIES INSTALL_RPATH "${CMAKE_INSTALL_FULL_LIBDIR}")
   target_compile_definitions(${TARGET} PRIVATE
     "SVERBS_CONF_PATH=\"${CMAKE_INSTALL_FULL_SYSCONFDIR}/sverbs.conf\"")
 endfunction()

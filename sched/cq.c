@@ -451,13 +451,17 @@ static void translate(struct sverbs_cq *scq, const struct ibv_wc *raw,
 	pthread_spin_unlock(&sqp->lock);
 }
 
-/* Pump every QP that waits for headroom, or (all) every QP with work. */
+/*
+ * Pump every QP that waits for headroom or holds WRs for a bigger batch
+ * (poll_cq rings them), or (all) every QP with work.
+ */
 static void pump_waiting(struct sverbs_cq *scq, bool all)
 {
 	struct sverbs_qp *sqp;
 	uint32_t i;
 
-	if (!all && !atomic_load(&scq->hr_waiters))
+	if (!all && !atomic_load(&scq->hr_waiters) &&
+	    !atomic_load(&scq->held_qps))
 		return;
 	for (i = 0; i <= scq->tab_mask; i++) {
 		sqp = scq->tab[i];
@@ -468,8 +472,8 @@ static void pump_waiting(struct sverbs_cq *scq, bool all)
 			sqp->hr_wait = false;
 			atomic_fetch_sub(&scq->hr_waiters, 1);
 			sv_qp_pump(sqp, all ? SV_PUMP_ARM : SV_PUMP_POLL);
-		} else if (all) {
-			sv_qp_pump(sqp, SV_PUMP_ARM);
+		} else if (all || sqp->held) {
+			sv_qp_pump(sqp, all ? SV_PUMP_ARM : SV_PUMP_POLL);
 		}
 		pthread_spin_unlock(&sqp->lock);
 	}

@@ -70,6 +70,7 @@
  * them), through the CQ's ready ring.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -231,6 +232,16 @@ static uint8_t wr_prio(const struct sverbs_qp *sqp, unsigned int flags,
 	return (uint8_t)sqp->cfg.default_prio;
 }
 
+/* Budgeted batching only: the clock is read per WR in that mode alone. */
+static void batch_arrival(struct sverbs_qp *sqp)
+{
+	uint64_t now = sverbs_now_ns();
+
+	sverbs_batch_arrival(&sqp->batch, now);
+	if (!sqp->queued)
+		sqp->hold_since = now;
+}
+
 /*
  * Queue a loaded slot: its level, the priority bits stripped (and nothing
  * else), its place in posting order.  The length of a non-inline WR is
@@ -252,10 +263,13 @@ void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s)
 	w->vendor_err = 0;
 	memset(&w->cur, 0, sizeof(w->cur));
 	w->state = SV_WR_QUEUED;
+	if (sqp->batch.budget_ns)
+		batch_arrival(sqp);
 	fifo_push(sqp, &sqp->level[w->prio], s, false);
 	if (w->fenced)
 		fifo_push(sqp, &sqp->fence, s, true);
 	sqp->queued++;
+	sqp->app_wrs++;
 }
 
 int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
@@ -533,30 +547,119 @@ static void rollback(struct sverbs_qp *sqp, uint32_t k, uint32_t n,
 	}
 }
 
-/*
- * Batching seam: whether to hand this round's chain to the hardware now.
- * batch/ will decide here (zero-delay coalescing, budgeted holding); for now
- * every round rings at once.  Holding leaves the work queued in software:
- * whoever holds must guarantee a later pump.
- */
-static bool sv_ring_now(const struct sverbs_qp *sqp, enum sv_pump_why why)
+static enum sverbs_batch_reason batch_reason(enum sv_pump_why why)
 {
-	(void)sqp;
-	(void)why;
+	switch (why) {
+	case SV_PUMP_POST:
+		return SVERBS_BATCH_POST;
+	case SV_PUMP_POLL:
+		return SVERBS_BATCH_POLL;
+	case SV_PUMP_ARM:
+		return SVERBS_BATCH_ARM;
+	case SV_PUMP_TIMER:
+		return SVERBS_BATCH_TIMER;
+	default:
+		return SVERBS_BATCH_FLUSH;
+	}
+}
+
+/* Whether all queued work is of levels that may wait for a bigger batch. */
+static bool holdable(const struct sverbs_qp *sqp)
+{
+	unsigned int l;
+
+	if (sqp->fence.head != SV_NONE || sqp->hw_err || sqp->dead)
+		return false;
+	for (l = 0; l < SVERBS_NUM_PRIO; l++)
+		if (!(sqp->cfg.batch_prio_mask & (1u << l)) &&
+		    sqp->level[l].head != SV_NONE)
+			return false;
 	return true;
 }
 
-/* One chain, one doorbell. */
-static void ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
-			  uint32_t unsig_wqes, uint64_t unsig_bytes)
+/*
+ * Whether this round's chain goes to the hardware now (batch/ decides;
+ * without a budget always).  Holding leaves the work queued: the timer is
+ * armed for the deadline, and poll, arm and modify always ring.
+ */
+static bool sv_ring_now(struct sverbs_qp *sqp, enum sv_pump_why why,
+			uint64_t *now)
+{
+	uint64_t deadline = 0;
+
+	if (!sqp->batch.budget_ns)
+		return true;
+	*now = sverbs_now_ns();
+	if (sverbs_batch_decide(&sqp->batch, batch_reason(why), sqp->queued,
+				holdable(sqp), sqp->hold_since, *now,
+				&deadline) == SVERBS_BATCH_RING)
+		return true;
+	if (!sqp->held) {
+		sqp->held = true;
+		atomic_fetch_add(&sqp->scq->held_qps, 1);
+	}
+	sverbs_timer_arm(&sqp->timer, deadline);
+	return false;
+}
+
+static void unhold(struct sverbs_qp *sqp)
+{
+	if (sqp->held) {
+		sqp->held = false;
+		atomic_fetch_sub(&sqp->scq->held_qps, 1);
+	}
+}
+
+/* After a round rang n WQEs: batching state and counters. */
+static void batch_rang(struct sverbs_qp *sqp, uint32_t n, uint64_t now)
+{
+	sverbs_batch_rang(&sqp->batch, n, sqp->held, sqp->hold_since, now);
+	if (!sqp->cfg.batch)
+		sqp->batch.stats.doorbells += n - 1; /* one per WQE */
+	unhold(sqp);
+	/* what the window kept back has waited since now */
+	sqp->hold_since = now;
+}
+
+/*
+ * The adapter's post_send for this round's chain: the whole chain with one
+ * doorbell, or (batch = off) one doorbell per WQE, for comparison.
+ */
+static int adapter_post(struct sverbs_qp *sqp, uint32_t n,
+			struct ibv_send_wr **bad)
+{
+	struct ibv_send_wr *next;
+	uint32_t i;
+	int ret = 0;
+
+	if (sqp->cfg.batch)
+		return sqp->ad->post_send(sqp->qp, sqp->chain, bad);
+	for (i = 0; i < n; i++) {
+		next = sqp->chain[i].next;
+		sqp->chain[i].next = NULL;
+		ret = sqp->ad->post_send(sqp->qp, &sqp->chain[i], bad);
+		sqp->chain[i].next = next;
+		if (ret) {
+			/* no bad_wr: this one was taken, the rest were not */
+			if (!*bad && i + 1 < n)
+				*bad = &sqp->chain[i + 1];
+			break;
+		}
+	}
+	return ret;
+}
+
+/* One chain, one doorbell.  Returns how many WQEs the provider took. */
+static uint32_t ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
+			      uint32_t unsig_wqes, uint64_t unsig_bytes)
 {
 	struct ibv_send_wr *bad = NULL;
 	uint32_t k;
 	int ret;
 
-	ret = sqp->ad->post_send(sqp->qp, sqp->chain, &bad);
+	ret = adapter_post(sqp, n, &bad);
 	if (!ret)
-		return;
+		return n;
 	if (!sqp->warned) {
 		sqp->warned = true;
 		sv_log(sqp->ad, sqp->qp->context, SVERBS_LOG_WARN,
@@ -566,19 +669,24 @@ static void ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
 	}
 	/* no bad_wr: the provider took the WQEs (rxe: doorbell failed) */
 	if (!bad || bad < sqp->chain || bad >= sqp->chain + n)
-		return;
+		return n;
 	k = (uint32_t)(bad - sqp->chain);
 	rollback(sqp, k, n, unsig_wqes, unsig_bytes);
+	return k;
 }
 
 void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why)
 {
 	uint32_t unsig_wqes = sqp->unsig_wqes, n = 0, s;
 	uint64_t unsig_bytes = sqp->unsig_bytes;
-	uint64_t bytes0 = sqp->inflight_bytes;
+	uint64_t bytes0 = sqp->inflight_bytes, now = 0;
 	bool idle = !sqp->inflight_wqes;
 
-	if (!sqp->queued || !sv_ring_now(sqp, why))
+	if (!sqp->queued) {
+		unhold(sqp);
+		return;
+	}
+	if (!sv_ring_now(sqp, why, &now))
 		return;
 	while (sqp->queued) {
 		s = pick(sqp, n);
@@ -590,7 +698,9 @@ void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why)
 		return;
 	if (sqp->queued)
 		signal_last(sqp, n);
-	ring_doorbell(sqp, n, unsig_wqes, unsig_bytes);
+	n = ring_doorbell(sqp, n, unsig_wqes, unsig_bytes);
+	if (n)
+		batch_rang(sqp, n, now);
 	if (idle)
 		sv_slicer_busy(&sqp->slicer, sqp->inflight_bytes - bytes0);
 }
@@ -849,6 +959,91 @@ static int qp_alloc(struct sverbs_qp *sqp)
 	return 0;
 }
 
+/* ------------------------------------------------------------ lifetime */
+
+/* The budget expired for WRs held on this QP (batch/timer.c's thread). */
+static void qp_timer_fire(void *arg)
+{
+	struct sverbs_qp *sqp = arg;
+
+	pthread_spin_lock(&sqp->lock);
+	sv_qp_pump(sqp, SV_PUMP_TIMER);
+	pthread_spin_unlock(&sqp->lock);
+}
+
+/* SVERBS_STATS: QPs still alive at exit print their counters then. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sverbs_qp *live_head;
+static bool live_atexit;
+
+static void print_stats(struct sverbs_qp *sqp)
+{
+	struct sverbs_qp_stats st;
+
+	sverbs_qp_get_stats(sqp, &st);
+	fprintf(stderr,
+		"sverbs: QP %u: %llu WRs, %llu WQEs, %llu doorbells "
+		"(%.2f WQEs/doorbell), %llu held, held p99 %.1f us, "
+		"slice %u B\n",
+		sqp->qp_num, (unsigned long long)st.wrs,
+		(unsigned long long)st.wqes, (unsigned long long)st.doorbells,
+		st.doorbells ? (double)st.wqes / (double)st.doorbells : 0.0,
+		(unsigned long long)st.held_wrs, st.held_p99_ns / 1000.0,
+		st.slice_bytes);
+}
+
+static void print_live_stats(void)
+{
+	struct sverbs_qp *sqp;
+
+	pthread_mutex_lock(&live_lock);
+	for (sqp = live_head; sqp; sqp = sqp->live_next)
+		print_stats(sqp);
+	pthread_mutex_unlock(&live_lock);
+}
+
+static void live_add(struct sverbs_qp *sqp)
+{
+	if (!sqp->cfg.stats)
+		return;
+	pthread_mutex_lock(&live_lock);
+	if (!live_atexit)
+		live_atexit = !atexit(print_live_stats);
+	sqp->live_next = live_head;
+	live_head = sqp;
+	pthread_mutex_unlock(&live_lock);
+}
+
+static void live_del(struct sverbs_qp *sqp)
+{
+	struct sverbs_qp **p;
+
+	if (!sqp->cfg.stats)
+		return;
+	pthread_mutex_lock(&live_lock);
+	for (p = &live_head; *p; p = &(*p)->live_next)
+		if (*p == sqp) {
+			*p = sqp->live_next;
+			break;
+		}
+	pthread_mutex_unlock(&live_lock);
+	print_stats(sqp);
+}
+
+void sverbs_qp_get_stats(struct sverbs_qp *sqp, struct sverbs_qp_stats *st)
+{
+	pthread_spin_lock(&sqp->lock);
+	memset(st, 0, sizeof(*st));
+	st->wrs = sqp->app_wrs;
+	st->wqes = sqp->batch.stats.wrs;
+	st->doorbells = sqp->batch.stats.doorbells;
+	st->held_wrs = sqp->batch.stats.held_wrs;
+	st->held_p99_ns = sverbs_batch_held_quantile(&sqp->batch.stats, 0.99);
+	st->slice_bytes = sv_slice_bytes(&sqp->slicer);
+	st->batch_budget_ns = sqp->batch.budget_ns;
+	pthread_spin_unlock(&sqp->lock);
+}
+
 struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 				   struct ibv_qp *qp, struct sverbs_cq *send_cq,
 				   const struct ibv_qp_init_attr_ex *attr,
@@ -889,10 +1084,18 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	sqp->build.head = sqp->build.tail = SV_NONE;
 	sqp->build_cur = SV_NONE;
 	sv_slicer_init(&sqp->slicer, cfg);
+	sverbs_batch_init(&sqp->batch, cfg->batch_budget_us);
+	sqp->cfg.batch_prio_mask &= ~(1u << SVERBS_PRIO_HIGHEST);
 	if (qp_alloc(sqp) || !sv_cq_register(send_cq, sqp)) {
 		qp_free(sqp);
 		return NULL;
 	}
+	if (sqp->batch.budget_ns &&
+	    !sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp))
+		sqp->timer_on = true;
+	else
+		sqp->batch.budget_ns = 0; /* no timer: never hold */
+	live_add(sqp);
 	return sqp;
 }
 
@@ -936,6 +1139,9 @@ void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 
 void sverbs_qp_destroy_pre(struct sverbs_qp *sqp)
 {
+	/* no timer may pump a QP the provider is about to destroy */
+	if (sqp->timer_on)
+		sverbs_timer_del(&sqp->timer);
 	pthread_spin_lock(&sqp->scq->lock);
 	sv_cq_drain(sqp->scq);
 	pthread_spin_unlock(&sqp->scq->lock);
@@ -946,10 +1152,18 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 	struct sverbs_cq *scq = sqp->scq;
 	struct sv_emit e = { .scq = scq };
 
-	if (ret)
+	if (ret) {
+		if (sqp->timer_on &&
+		    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp)) {
+			sqp->timer_on = false;
+			sqp->batch.budget_ns = 0;
+		}
 		return;
+	}
+	live_del(sqp);
 	pthread_spin_lock(&scq->lock);
 	pthread_spin_lock(&sqp->lock);
+	unhold(sqp);
 	sv_qp_flush_all(sqp, &e);
 	sv_cq_unregister(scq, sqp);
 	pthread_spin_unlock(&sqp->lock);

@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sverbs_batch.h"
 #include "sverbs_sched.h"
 #include "slice.h"
 
@@ -139,6 +140,15 @@ struct sverbs_qp {
 
 	struct sv_slicer slicer;
 
+	/* batching (batch/): when a pump round rings */
+	struct sverbs_batch batch;
+	struct sverbs_timer_entry timer; /* armed while WRs are held */
+	bool timer_on;
+	bool held;	     /* the queued WRs waited for a bigger batch */
+	uint64_t hold_since; /* arrival of the oldest WR queued (budget) */
+	uint64_t app_wrs;    /* WRs the application posted */
+	struct sverbs_qp *live_next; /* the live-QP list (SVERBS_STATS) */
+
 	/* ibv_wr_* API: WRs built since wr_start */
 	struct sv_fifo build;
 	uint32_t build_cur;
@@ -200,6 +210,7 @@ struct sverbs_cq {
 	atomic_uint hr_limit;
 	atomic_uint hr_used;
 	atomic_uint hr_waiters;
+	atomic_uint held_qps; /* QPs holding WRs for a bigger batch */
 
 	uint64_t mark;
 
@@ -246,6 +257,7 @@ enum sv_pump_why {
 	SV_PUMP_POLL,  /* completions freed room */
 	SV_PUMP_ARM,   /* req_notify_cq */
 	SV_PUMP_FLUSH, /* modify_qp */
+	SV_PUMP_TIMER, /* the batching budget expired */
 };
 
 /* qp.c: with the QP lock held */

@@ -61,8 +61,9 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 				   const struct sverbs_config *cfg);
 /*
  * ibv_wr_* API: install sverbs' wr_start, wr_<opcode>, wr_complete and
- * wr_abort in qpx, for the opcodes of send_ops_flags.  Returns false if some requested op
- * cannot be carried (the glue then destroys the sverbs_qp and stays stock).
+ * wr_abort in qpx, for the opcodes of send_ops_flags.  Returns false if some
+ * requested op cannot be carried (the glue then destroys the sverbs_qp and
+ * stays stock).
  */
 bool sverbs_qp_install_wr_ops(struct sverbs_qp *sqp, struct ibv_qp_ex *qpx,
 			      uint64_t send_ops_flags);
@@ -87,5 +88,8 @@ void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
  */
 void sverbs_qp_destroy_pre(struct sverbs_qp *sqp);
 void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret);
+
+/* The QP's counters (sverbs.h's sverbs_query_qp_stats()). */
+void sverbs_qp_get_stats(struct sverbs_qp *sqp, struct sverbs_qp_stats *st);
 
 #endif /* SVERBS_SVERBS_SCHED_H */

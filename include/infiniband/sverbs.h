@@ -33,4 +33,30 @@ static inline int sverbs_prio_of(unsigned int flags)
 	return v ? (int)(v - 1) : -1;
 }
 
+#include <stdint.h>
+
+struct ibv_qp;
+
+/*
+ * Per-QP counters of the layer.  wqes / doorbells is the mean batch: WQEs
+ * handed to the provider per doorbell (slices count as WQEs).
+ */
+struct sverbs_qp_stats {
+	uint64_t wrs;		  /* WRs the application posted */
+	uint64_t wqes;		  /* WQEs handed to the provider */
+	uint64_t doorbells;	  /* chains handed to it: one doorbell each */
+	uint64_t held_wrs;	  /* WQEs that waited for a bigger batch */
+	uint64_t held_p99_ns;	  /* p99 of that wait (upper bucket edge) */
+	uint64_t batch_budget_ns; /* the QP's batching budget (0: none) */
+	uint32_t slice_bytes;	  /* the current slice size */
+	uint32_t reserved;
+};
+
+/*
+ * Fill *stats for qp.  Returns 0, or ENOENT when the layer does not manage
+ * qp (layer off, another provider, a QP type it leaves stock).  Link with
+ * -lsverbs (the prefix's lib/).
+ */
+int sverbs_query_qp_stats(struct ibv_qp *qp, struct sverbs_qp_stats *stats);
+
 #endif /* INFINIBAND_SVERBS_H */

@@ -35,8 +35,10 @@ static const struct sverbs_adapter rxe_adapter = {
 /* With the layer off nothing is replaced: the context is stock. */
 void rxe_sv_context_init(struct verbs_context *vctx)
 {
-	if (sverbs_glue_config(&vctx->context, &rxe_adapter))
+	if (sverbs_glue_config(&vctx->context, &rxe_adapter)) {
 		verbs_set_ops(vctx, &sv_ops);
+		sverbs_register_stats_fn(sv_query_qp_stats);
+	}
 }
 
 int rxe_sv_cq_size(struct ibv_context *ctx, int cqe)

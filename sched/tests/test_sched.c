@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fake.h"
 
@@ -1430,6 +1431,136 @@ static void test_threads(void)
 	teardown();
 }
 
+/* ------------------------------------------------------------ batching */
+
+/* Post n WRs of 64 B, one per call, at level prio (-1: unmarked). */
+static void post_each(int n, int prio, unsigned int extra)
+{
+	unsigned int flags = IBV_SEND_SIGNALED | extra;
+	int i;
+
+	if (prio >= 0)
+		flags |= SVERBS_PRIO(prio);
+	for (i = 0; i < n; i++)
+		CU_ASSERT_EQUAL(
+			post(sqp[0], 100 + i, IBV_WR_RDMA_WRITE, 64, flags), 0);
+}
+
+/* batch = off: one doorbell per WQE even for a posted list. */
+static void test_batch_off(void)
+{
+	struct ibv_sge sge = { .addr = LADDR, .length = 64, .lkey = 7 };
+	struct ibv_send_wr wr[8] = {}, *bad = NULL;
+	struct sverbs_qp_stats st;
+	int i;
+
+	cfg_default();
+	cfg.batch = false;
+	setup(64);
+	mkqp(0, 16, false);
+	for (i = 0; i < 8; i++) {
+		wr[i].wr_id = i;
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_RDMA_WRITE;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].next = i < 7 ? &wr[i + 1] : NULL;
+	}
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 8);
+	CU_ASSERT_EQUAL(fk->doorbells, 8);
+	sverbs_qp_get_stats(sqp[0], &st);
+	CU_ASSERT_EQUAL(st.wrs, 8);
+	CU_ASSERT_EQUAL(st.wqes, 8);
+	CU_ASSERT_EQUAL(st.doorbells, 8);
+	teardown();
+}
+
+/* A budget far above the test's duration: only triggers ring. */
+static void budget_setup(uint32_t budget_us)
+{
+	cfg_default();
+	cfg.batch_budget_us = budget_us;
+	setup(64);
+	mkqp(0, 32, false);
+}
+
+/* Under load, WRs posted one per call leave in one chain; poll rings. */
+static void test_budget_holds_until_poll(void)
+{
+	struct sverbs_qp_stats st;
+	struct ibv_wc wc[16];
+
+	budget_setup(10 * 1000 * 1000);
+	post_each(10, -1, 0);
+	/* the first goes at once (no rate known yet), the rest are held */
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 1);
+	CU_ASSERT_EQUAL(fk->doorbells, 1);
+	CU_ASSERT_EQUAL(sqp[0]->queued, 9);
+	CU_ASSERT_EQUAL(sverbs_poll_cq(scq, 16, wc), 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 10);
+	CU_ASSERT_EQUAL(fk->doorbells, 2); /* nine WQEs, one doorbell */
+	sverbs_qp_get_stats(sqp[0], &st);
+	CU_ASSERT_EQUAL(st.wrs, 10);
+	CU_ASSERT_EQUAL(st.wqes, 10);
+	CU_ASSERT_EQUAL(st.doorbells, 2);
+	CU_ASSERT_EQUAL(st.held_wrs, 9);
+	CU_ASSERT_EQUAL(st.batch_budget_ns, 10ull * 1000 * 1000 * 1000);
+	CU_ASSERT_EQUAL(drain(0, wc, 16), 10);
+	teardown();
+}
+
+/* Level 0 is never held; neither is a fence, and arm flushes. */
+static void test_budget_urgent_and_triggers(void)
+{
+	struct ibv_wc wc[32];
+
+	budget_setup(10 * 1000 * 1000);
+	post_each(6, SVERBS_PRIO_HIGHEST, 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 6);
+	CU_ASSERT_EQUAL(fk->doorbells, 6);
+	CU_ASSERT_EQUAL(drain(0, wc, 32), 6);
+
+	/* held low-priority WRs, then arming the CQ sends them */
+	post_each(5, 7, 0);
+	CU_ASSERT(fk->sq[0].posted < 11);
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 11);
+	CU_ASSERT_EQUAL(drain(0, wc, 32), 5);
+
+	/* held WRs, then a fenced WR: the held ones go, the fence waits */
+	post_each(3, 7, 0);
+	CU_ASSERT(fk->sq[0].posted < 14);
+	post_each(1, 7, IBV_SEND_FENCE);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 14);
+	CU_ASSERT_EQUAL(drain(0, wc, 32), 4);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 15);
+	teardown();
+}
+
+/* A held WR is sent by the budget's timer when nobody polls. */
+static void test_budget_timer(void)
+{
+	struct ibv_wc wc[8];
+	int i;
+
+	budget_setup(2000);
+	post_each(2, -1, 0);
+	/* liveness, not speed: wait up to 5 s for the timer thread */
+	for (i = 0; i < 5000; i++) {
+		pthread_spin_lock(&sqp[0]->lock);
+		if (fk->sq[0].posted == 2) {
+			pthread_spin_unlock(&sqp[0]->lock);
+			break;
+		}
+		pthread_spin_unlock(&sqp[0]->lock);
+		usleep(1000);
+	}
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 2);
+	CU_ASSERT_EQUAL(drain(0, wc, 8), 2);
+	teardown();
+}
+
 int main(void)
 {
 	static const struct {
@@ -1474,6 +1605,11 @@ int main(void)
 		{ "random with errors", test_random_errors },
 		{ "poll skips internal", test_poll_skips_internal },
 		{ "threads", test_threads },
+		{ "batch off: a doorbell per WQE", test_batch_off },
+		{ "budget: held until poll", test_budget_holds_until_poll },
+		{ "budget: level 0, arm, fence ring",
+		  test_budget_urgent_and_triggers },
+		{ "budget: timer sends held WRs", test_budget_timer },
 	};
 	CU_pSuite s;
 	unsigned int fails;

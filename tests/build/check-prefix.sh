@@ -44,12 +44,14 @@ for so in "$rxe" "$PREFIX/lib/libmlx5.so.1"; do
 	# (a variable, not a pipe into grep -q: with pipefail nm would die of SIGPIPE)
 	syms=$(nm "$so")
 	grep -q ' sverbs_qp_create$' <<<"$syms" || fail "$so does not carry the sverbs layer"
-	dyn=$(nm -D "$so")
+	dyn=$(nm -D --defined-only "$so")
 	! grep -q 'sverbs_' <<<"$dyn" || fail "$so exports sverbs symbols (they must stay private)"
 done
 ok "rxe and mlx5 providers carry the layer, privately"
 
 [ -r "$PREFIX/include/infiniband/sverbs.h" ] || fail "sverbs.h not installed"
+dyn=$(nm -D --defined-only "$PREFIX/lib/libsverbs.so.1")
+grep -q ' sverbs_query_qp_stats@' <<<"$dyn" || fail "libsverbs.so.1 does not export sverbs_query_qp_stats"
 [ -r "$PREFIX/etc/sverbs.conf" ] || fail "etc/sverbs.conf not installed"
 ok "sverbs.h and etc/sverbs.conf installed"
 
