@@ -20,8 +20,10 @@
  *     into an empty SQ, or when a signaled completion leaves at least
  *     slice_min_bytes in the SQ and no interval is running;
  *   - a sample is taken at a signaled completion once the interval has
- *     retired at least max(slice_min_bytes, slice / 2) bytes; the next
- *     interval starts there;
+ *     retired at least max(slice_min_bytes, slice / 2) bytes AND lasted at
+ *     least 4 * hol_target_us: completions are reaped in bursts (one poll
+ *     can retire several slices microseconds apart), and a short interval
+ *     would read a burst as a huge rate; the next interval starts there;
  *   - the interval is dropped when the SQ empties.
  * CLOCK_MONOTONIC is read only at these points: a few times per slice, never
  * for a small WR unless it ends a sample.  Before the first sample the slice
@@ -97,6 +99,12 @@ static void take_sample(struct sv_slicer *s)
 	s->acc_bytes = 0;
 }
 
+/* The shortest interval a sample may cover, in ns. */
+static uint64_t min_interval_ns(const struct sv_slicer *s)
+{
+	return (uint64_t)s->hol_us * 4000;
+}
+
 void sv_slicer_retired(struct sv_slicer *s, uint64_t bytes,
 		       uint64_t inflight_bytes)
 {
@@ -107,7 +115,8 @@ void sv_slicer_retired(struct sv_slicer *s, uint64_t bytes,
 	if (s->stamped) {
 		s->acc_bytes += bytes;
 		need = s->cur / 2 > s->min ? s->cur / 2 : s->min;
-		if (s->acc_bytes >= need)
+		if (s->acc_bytes >= need &&
+		    s->clock_ns() - s->stamp_ns >= min_interval_ns(s))
 			take_sample(s);
 	}
 	if (!inflight_bytes)

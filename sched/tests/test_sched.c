@@ -1118,9 +1118,13 @@ static void test_adaptive_slice(void)
 	CU_ASSERT_EQUAL(sv_slice_bytes(&s), 64 * 1024);
 	fake_now = 1000;
 	sv_slicer_busy(&s, 128 * 1024);
-	/* 64 KiB in 16 us: 4096 B/us, slice 200 KiB */
-	fake_now += 16000;
+	/* a burst: 64 KiB reaped 1 us after the start is no sample */
+	fake_now += 1000;
 	sv_slicer_retired(&s, 64 * 1024, 64 * 1024);
+	CU_ASSERT_EQUAL(sv_slice_bytes(&s), 64 * 1024);
+	/* 800 KiB in 200 us (4 * hol_target_us): 4096 B/us, slice 200 KiB */
+	fake_now += 199000;
+	sv_slicer_retired(&s, 736 * 1024, 64 * 1024);
 	CU_ASSERT_EQUAL(sv_slice_bytes(&s), 4096 * 50);
 	/* much slower samples pull it down, clamped at the minimum */
 	for (int i = 0; i < 100; i++) {
@@ -1136,10 +1140,8 @@ static void test_adaptive_slice(void)
 	CU_ASSERT_FALSE(s.stamped);
 	/* fast again, clamped at the maximum */
 	sv_slicer_busy(&s, 1 << 20);
-	fake_now += 10;
-	sv_slicer_retired(&s, 1 << 20, 1 << 20);
 	for (int i = 0; i < 100; i++) {
-		fake_now += 10;
+		fake_now += 10000; /* 1 MiB per 10 us */
 		sv_slicer_retired(&s, 1 << 20, 1 << 20);
 	}
 	CU_ASSERT_EQUAL(sv_slice_bytes(&s), 1 << 20);
