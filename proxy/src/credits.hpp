@@ -85,6 +85,7 @@ class RingAllocator {
     }
     uint64_t size() const { return size_; }
     uint64_t free_bytes() const { return size_ - (head_ - tail_); }
+    uint64_t used_bytes() const { return head_ - tail_; }
     bool can_alloc(uint64_t len) const {
         uint64_t l = ring_round(len);
         if (l == 0 || l > size_ / 2) return false;

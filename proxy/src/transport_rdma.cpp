@@ -589,8 +589,10 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
         if (!peer_ring_.can_alloc(frame.size()) || !stage_ring_.can_alloc(frame.size()))
             return make_error("no credit");  // ring space is a credit too: wait for returns
         auto roff = peer_ring_.alloc(frame.size());
+        const uint64_t used = stage_ring_.used_bytes();
         auto loff = stage_ring_.alloc(frame.size());
-        stage_units_.push_back(ring_round(frame.size()) / kRingUnit);
+        // Freed on completion, with the wrap padding the allocation may have skipped.
+        stage_units_.push_back((stage_ring_.used_bytes() - used) / kRingUnit);
         dst = stage_.p + *loff;
         std::memcpy(dst, frame.data(), frame.size());
         sge = {reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(frame.size()),

@@ -90,7 +90,8 @@ large_ring_bytes = "2MiB"      # small: several 300 KB frames wrap and fill it
 max_frame_bytes = "1MiB"
 reconnect_min_ms = 20
 reconnect_max_ms = 200
-heartbeat_ms = 300
+heartbeat_ms = 1000             # a loaded TCG guest stalls for a second at times
+connect_timeout_ms = 3000
 
 [ingress]
 listen = "$IN_IP:$P_IN"
@@ -165,7 +166,7 @@ raw_status() {
     echo "$line" | awk '{print $2}'
 }
 metric_sum() {  # metric_sum URL NAME-PREFIX: sum of the samples whose line starts with it
-    curl -s --max-time 5 "$1" | awk -v m="$2" 'index($0, m) == 1 {s += $NF} END {print s + 0}'
+    curl -s --max-time 2 "$1" | awk -v m="$2" 'index($0, m) == 1 {s += $NF} END {print s + 0}'
 }
 inflight() { metric_sum "$URL/metrics" 'sverbs_proxy_inflight_requests{role="ingress"'; }
 stop_all() {
@@ -242,9 +243,9 @@ run_mode() {
     kill -STOP "$COMPUTE_PID"
     curl -s -o /dev/null --max-time 15 -w '%{http_code}' -d held "$URL/echo" > "$DIR/held.code" &
     local held=$!
-    for _ in $(seq 1 100); do
+    for _ in $(seq 1 50); do  # bounded: <= 50 x 2 s
         [ "$(inflight)" = 1 ] && break
-        sleep 0.05
+        sleep 0.1
     done
     kill -9 "$EGRESS_PID"
     wait "$EGRESS_PID" 2> /dev/null
@@ -269,7 +270,7 @@ run_mode() {
 
     # --- wrk smoke (bounded)
     if [ -n "$WRK" ]; then
-        timeout 60 "$WRK" -t1 -c16 -d3s "$URL/echo" > "$DIR/wrk.out" 2>&1
+        timeout 60 "$WRK" -t1 -c16 -d3s --timeout 10s "$URL/echo" > "$DIR/wrk.out" 2>&1
         reqs=$(awk '/requests in/ {print $1}' "$DIR/wrk.out")
         if grep -q -e 'Non-2xx' -e 'Socket errors' "$DIR/wrk.out" || [ -z "$reqs" ] || [ "$reqs" -le 0 ]; then
             fail "[$m] wrk: $(tr '\n' ' ' < "$DIR/wrk.out")"
