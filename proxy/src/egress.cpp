@@ -403,6 +403,8 @@ void Egress::conn_data(ServiceConn& c, std::string_view data) {
         c.s.close();
         return;
     }
+    if (j->head && c.parser.content_length())  // HEAD: the length a GET would have
+        c.parser.headers.append(fmt::format("Content-Length: {}\r\n", *c.parser.content_length()));
     complete(j, c.parser.status, c.parser.headers, c.parser.body);
     if (!c.parser.keep_alive() || p.consumed != data.size() || draining_) {
         c.s.close();

@@ -68,6 +68,8 @@ void HttpParser::next() {
     error_status_ = 0;
     started_ = headers_done_ = complete_ = expect_continue_ = false;
     keep_alive_ = true;
+    http10_ = false;
+    content_length_.reset();
     if (mode_ == Mode::Response) {
         // Each response follows exactly one request: start clean.
         http_parser_init(&p_, HTTP_RESPONSE);
@@ -151,7 +153,9 @@ int HttpParser::cb_headers_complete(http_parser* p) {
         s->status = p->status_code;
     }
     s->keep_alive_ = http_should_keep_alive(p) != 0;
+    s->http10_ = p->http_major == 1 && p->http_minor == 0;
     // content_length is ULLONG_MAX when absent.
+    if (p->content_length != ULLONG_MAX) s->content_length_ = p->content_length;
     if (p->content_length != ULLONG_MAX && p->content_length > s->limits_.max_body_bytes) {
         s->error_status_ = s->mode_ == Mode::Request ? 413 : 502;
         return -1;
@@ -179,6 +183,7 @@ int HttpParser::cb_complete(http_parser* p) {
         s->headers.clear();
         s->headers_done_ = false;
         s->header_bytes_ = 0;
+        s->content_length_.reset();
         return 0;
     }
     s->complete_ = true;

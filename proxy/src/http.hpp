@@ -5,6 +5,7 @@
 #include <http_parser.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -45,6 +46,10 @@ class HttpParser {
     bool headers_complete() const { return headers_done_; }
     bool expect_continue() const { return expect_continue_; }
     bool keep_alive() const { return keep_alive_; }
+    // HTTP/1.0 peer: keep-alive must be confirmed with "Connection: keep-alive".
+    bool http10() const { return http10_; }
+    // The message's Content-Length header, if it had one (a HEAD response keeps it).
+    std::optional<uint64_t> content_length() const { return content_length_; }
     const char* error_name() const;
 
     // Parsed message.  `headers` holds the end-to-end headers as "Name: value\r\n" lines;
@@ -78,7 +83,8 @@ class HttpParser {
     size_t header_bytes_ = 0;
     int error_status_ = 0;
     bool started_ = false, headers_done_ = false, complete_ = false;
-    bool expect_continue_ = false, keep_alive_ = true, no_body_ = false;
+    bool expect_continue_ = false, keep_alive_ = true, no_body_ = false, http10_ = false;
+    std::optional<uint64_t> content_length_;
 };
 
 const char* http_reason(int status);

@@ -385,7 +385,7 @@ void Ingress::dispatch(Client& c) {
 
 void Ingress::respond(Client& c, int status, std::string_view headers, std::string_view body) {
     bool keep = c.keep_alive && !draining_;
-    write_response(c.s.out(), status, headers, body, keep, c.head);
+    write_response(c.s.out(), status, headers, body, keep, c.head, c.parser.http10());
     c.s.flush();
     if (status >= 0 && status < 600) m_.status[static_cast<size_t>(status)].inc();
     if (ctx_.access_log) log_access(c, status, body.size());

@@ -1,11 +1,12 @@
 #include "simple_server.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 namespace sv {
 
 void write_response(std::string& o, int status, std::string_view headers, std::string_view body,
-                    bool keep_alive, bool head) {
+                    bool keep_alive, bool head, bool http10) {
     char num[24];
     o.append("HTTP/1.1 ");
     auto r = std::to_chars(num, num + sizeof num, status);
@@ -14,10 +15,31 @@ void write_response(std::string& o, int status, std::string_view headers, std::s
     o.append(http_reason(status));
     o.append("\r\n");
     o.append(headers);
-    o.append("Content-Length: ");
-    r = std::to_chars(num, num + sizeof num, body.size());
-    o.append(num, r.ptr);
-    o.append(keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n");
+    bool length_given = false;
+    if (head) {
+        // Headers are "Name: value\r\n" lines; names are case-insensitive.
+        constexpr std::string_view cl = "content-length:";
+        for (size_t at = 0; at < headers.size() && !length_given;) {
+            size_t eol = headers.find('\n', at);
+            auto line = headers.substr(at, eol == std::string_view::npos ? eol : eol - at);
+            length_given = line.size() >= cl.size() &&
+                           std::equal(cl.begin(), cl.end(), line.begin(), [](char a, char b) {
+                               return a == (b >= 'A' && b <= 'Z' ? b - 'A' + 'a' : b);
+                           });
+            at = eol == std::string_view::npos ? headers.size() : eol + 1;
+        }
+    }
+    if (!length_given) {
+        o.append("Content-Length: ");
+        r = std::to_chars(num, num + sizeof num, body.size());
+        o.append(num, r.ptr);
+        o.append("\r\n");
+    }
+    if (!keep_alive)
+        o.append("Connection: close\r\n");
+    else if (http10)
+        o.append("Connection: keep-alive\r\n");
+    o.append("\r\n");
     if (!head) o.append(body);
 }
 
@@ -60,7 +82,8 @@ struct SimpleServer::Conn final : StreamConn::Events {
             srv.handler_(parser, resp);
             bool keep = parser.keep_alive() && !srv.stopping_;
             std::string hdr = "Content-Type: " + resp.content_type + "\r\n" + resp.extra_headers;
-            write_response(s.out(), resp.status, hdr, resp.body, keep, parser.method == "HEAD");
+            write_response(s.out(), resp.status, hdr, resp.body, keep, parser.method == "HEAD",
+                           parser.http10());
             parser.next();
             if (!keep) {
                 s.close_after_flush(true);

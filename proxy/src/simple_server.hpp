@@ -43,7 +43,10 @@ class SimpleServer {
     bool stopping_ = false;
 };
 
+// head: answer to HEAD (no body; a Content-Length line in `headers` is the GET's length and
+// is kept, else none is written).  http10: an HTTP/1.0 client, whose keep-alive must be
+// confirmed with "Connection: keep-alive".
 void write_response(std::string& out, int status, std::string_view headers, std::string_view body,
-                    bool keep_alive, bool head = false);
+                    bool keep_alive, bool head = false, bool http10 = false);
 
 }  // namespace sv

@@ -141,6 +141,11 @@ printf '\x00\x00\x00\x00\x00\x00\xf0\x3f\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00
 out=$(curl -s --max-time 10 --data-binary @"$DIR/m.bin" "$URL/matmul?n=2")
 [ "$out" = '{"n":2,"checksum":14}' ] && pass "200 matmul with payload" || fail "matmul payload answered '$out'"
 [ "$(code "$URL/matmul?n=0")" = 400 ] && pass "400 from the service passes through" || fail "service 400"
+# HEAD keeps the service's Content-Length; an HTTP/1.0 keep-alive is confirmed
+hdrs=$(curl -s -I --max-time 5 "$URL/healthz" | tr -d '\r')
+echo "$hdrs" | grep -qi '^Content-Length: 3$' && pass "HEAD: Content-Length of the GET (3)" || fail "HEAD headers: $hdrs"
+hdrs=$(curl -s -0 -H 'Connection: keep-alive' -D - -o /dev/null --max-time 5 "$URL/healthz" | tr -d '\r')
+echo "$hdrs" | grep -qi '^Connection: keep-alive$' && pass "HTTP/1.0 keep-alive confirmed" || fail "HTTP/1.0 keep-alive: $hdrs"
 
 # --- 404, 400, 431, 413
 [ "$(code "$URL/no/such/route")" = 404 ] && pass "404 unknown route" || fail "404"

@@ -3,6 +3,7 @@
 
 #include "cunit_main.hpp"
 #include "http.hpp"
+#include "simple_server.hpp"
 
 using namespace sv;
 using S = HttpParser::State;
@@ -143,6 +144,39 @@ void test_responses() {
     r = p.feed("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n");
     CU_ASSERT(r.state == S::Complete);
     CU_ASSERT(p.body.empty());
+    CU_ASSERT(p.content_length() == std::optional<uint64_t>(10));
+    p.next();
+    CU_ASSERT(!p.content_length().has_value());
+}
+
+void test_http10_and_head_answers() {
+    HttpParser p(HttpParser::Mode::Request, lim());
+    auto r = p.feed("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    CU_ASSERT_FATAL(r.state == S::Complete);
+    CU_ASSERT_TRUE(p.http10());
+    CU_ASSERT_TRUE(p.keep_alive());
+    std::string o;
+    write_response(o, 200, "", "ab", true, false, true);
+    CU_ASSERT_EQUAL(o, std::string("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+                                   "Connection: keep-alive\r\n\r\nab"));
+    p.next();
+    r = p.feed("GET / HTTP/1.0\r\n\r\n");  // 1.0 without keep-alive: close
+    CU_ASSERT_FATAL(r.state == S::Complete);
+    CU_ASSERT_FALSE(p.keep_alive());
+    p.next();
+    r = p.feed("GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    CU_ASSERT_FALSE(p.http10());
+    o.clear();
+    write_response(o, 200, "", "ab", true, false, false);
+    CU_ASSERT_EQUAL(o, std::string("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nab"));
+    // HEAD: the service's Content-Length (forwarded in the headers) is kept, no body.
+    o.clear();
+    write_response(o, 200, "X: y\r\ncontent-length: 1234\r\n", "", true, true);
+    CU_ASSERT_EQUAL(o, std::string("HTTP/1.1 200 OK\r\nX: y\r\ncontent-length: 1234\r\n\r\n"));
+    o.clear();
+    write_response(o, 404, "Content-Type: text/plain\r\n", "no route\n", false, true);
+    CU_ASSERT_EQUAL(o, std::string("HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n"
+                                   "Content-Length: 9\r\nConnection: close\r\n\r\n"));
 }
 
 }  // namespace
@@ -155,6 +189,7 @@ int main() {
         {"malformed requests", test_malformed},
         {"expect-continue and close", test_expect_and_close},
         {"responses", test_responses},
+        {"HTTP/1.0 keep-alive, HEAD lengths", test_http10_and_head_answers},
     };
     return run_cunit_suite("http", tests);
 }
