@@ -44,6 +44,10 @@ function(sverbs_provider TARGET NAME)
   set_target_properties(${TARGET} PROPERTIES INSTALL_RPATH "${CMAKE_INSTALL_FULL_LIBDIR}")
   target_compile_definitions(${TARGET} PRIVATE
     "SVERBS_CONF_PATH=\"${CMAKE_INSTALL_FULL_SYSCONFDIR}/sverbs.conf\"")
+  # providers/mlx5/tests: the mlx5 adapter's CUnit test (bin/, not installed)
+  if (NAME STREQUAL "mlx5")
+    include("${SVERBS_SOURCE_DIR}/providers/mlx5/tests/tests.cmake")
+  endif()
 endfunction()
 
 # The application-facing header: #include <infiniband/sverbs.h>

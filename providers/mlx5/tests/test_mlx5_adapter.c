@@ -1,0 +1,872 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The mlx5 adapter without hardware.  A struct mlx5_qp / mlx5_cq / mlx5_context
+ * are built in plain memory: the send queue buffer, the doorbell record, the
+ * BlueFlame register and the CQ buffer are ordinary allocations.  The sverbs
+ * CQ and QP are made by the glue's own hooks (mlx5_sv_cq_created,
+ * mlx5_sv_qp_created), so the adapter is the real one of sverbs_mlx5.c:
+ * stock mlx5_post_send (counted through ld's --wrap) and mlx5_poll_cq.
+ * Work is posted through sverbs_post_send() and the tests read back what
+ * mlx5 wrote: control segments (opcode, WQE index, QP number, DS count,
+ * signal bits, immediate), remote address segments, data and inline
+ * segments, the doorbell record, the doorbell / BlueFlame writes and the
+ * number of rings.  A fake HCA executes the SQ up to the doorbell record and
+ * writes requester CQEs for signaled WQEs, which the layer polls through
+ * stock mlx5_poll_cq.
+ *
+ * The configuration is the process-wide one of the glue: set from SVERBS_*
+ * variables in main() before the first hook runs (fixed 4 KiB slices, a
+ * window that never limits these tests, no size-based priority).
+ */
+#include <CUnit/Basic.h>
+#include <endian.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <infiniband/sverbs.h>
+
+#include "mlx5.h"
+#include "wqe.h"
+#include "sverbs_mlx5.h"
+#include "sverbs_sched.h"
+
+#define SL	   4096 /* slice_bytes */
+#define WQE_CNT	   128	/* SQ size in 64-byte basic blocks */
+#define MAX_POST   64	/* WRs: two BBs per WQE of MAX_SGE SGEs */
+#define MAX_SGE	   4
+#define MAX_INLINE 64
+#define NCQE	   256
+#define QPN	   0x0abcde
+#define BF_SIZE	   256 /* bf->buf_size: half a 512-byte BlueFlame register */
+#define RADDR	   0x7f0012340000ull
+#define RKEY	   0x1357
+#define LADDR	   0x100000000ull
+#define LKEY	   0x2468
+#define BF_FILL	   0xa5
+
+/* ------------------------------------------------------------ the fakes */
+
+struct fake {
+	struct ibv_device dev;
+	struct mlx5_context *ctx;
+	struct mlx5_cq *cq;
+	struct mlx5_qp *qp;
+	struct mlx5_bf bf;
+	uint8_t *sq_buf; /* WQE_CNT * MLX5_SEND_WQE_BB */
+	__be32 *qp_db;	 /* [MLX5_RCV_DBR], [MLX5_SND_DBR] */
+	uint8_t *cq_buf; /* NCQE * 64 */
+	__be32 *cq_db;
+	uint8_t *bf_reg; /* 2 * BF_SIZE */
+	uint32_t hw_sq;	 /* fake HCA: next BB it executes */
+	uint32_t hw_cq;	 /* fake HCA: CQEs written */
+	int hw_cqes;
+};
+
+static struct fake f;
+
+static struct ibv_cq *ibcq(void)
+{
+	return &f.cq->verbs_cq.cq;
+}
+
+static void *xalloc(size_t size)
+{
+	void *p = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	memset(p, 0, size);
+	return p;
+}
+
+static void fake_cq_init(void)
+{
+	struct mlx5_cq *cq = calloc(1, sizeof(*cq));
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cq);
+	f.cq = cq;
+	f.cq_buf = xalloc(NCQE * 64);
+	f.cq_db = xalloc(2 * sizeof(__be32));
+	for (i = 0; i < NCQE; i++)
+		((struct mlx5_cqe64 *)(f.cq_buf + i * 64))->op_own =
+			MLX5_CQE_INVALID << 4;
+	cq->verbs_cq.cq.context = &f.ctx->ibv_ctx.context;
+	cq->verbs_cq.cq.cqe = NCQE - 1; /* as mlx5: the index mask */
+	cq->buf_a.buf = f.cq_buf;
+	cq->active_buf = &cq->buf_a;
+	cq->cqe_sz = 64;
+	cq->dbrec = f.cq_db;
+	cq->cqn = 0x77;
+	mlx5_spinlock_init(&cq->lock, 1);
+	mlx5_sv_cq_created(&cq->verbs_cq.cq_ex, false, 0);
+}
+
+static void fake_qp_init(bool sig_all)
+{
+	struct ibv_qp_init_attr_ex attr = {};
+	struct mlx5_qp *qp = calloc(1, sizeof(*qp));
+	struct ibv_qp *q;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(qp);
+	f.qp = qp;
+	q = &qp->verbs_qp.qp;
+	f.sq_buf = xalloc(WQE_CNT * MLX5_SEND_WQE_BB);
+	f.qp_db = xalloc(2 * sizeof(__be32));
+	f.bf_reg = xalloc(2 * BF_SIZE);
+	memset(f.bf_reg, BF_FILL, 2 * BF_SIZE);
+
+	q->context = &f.ctx->ibv_ctx.context;
+	q->qp_num = QPN;
+	q->qp_type = IBV_QPT_RC;
+	q->state = IBV_QPS_RTS;
+	q->send_cq = ibcq();
+	q->recv_cq = ibcq();
+	qp->ibv_qp = q;
+	qp->rsc.type = MLX5_RSC_TYPE_QP;
+	qp->rsc.rsn = QPN;
+	qp->buf.buf = f.sq_buf;
+	qp->sq_start = f.sq_buf;
+	qp->sq.qend = f.sq_buf + WQE_CNT * MLX5_SEND_WQE_BB;
+	qp->sq.wqe_cnt = WQE_CNT;
+	qp->sq.wqe_shift = MLX5_SEND_WQE_SHIFT;
+	qp->sq.max_post = MAX_POST;
+	qp->sq.max_gs = MAX_SGE;
+	qp->sq.qp_state_max_gs = MAX_SGE; /* RTS */
+	qp->sq.wrid = calloc(WQE_CNT, sizeof(*qp->sq.wrid));
+	qp->sq.wqe_head = calloc(WQE_CNT, sizeof(*qp->sq.wqe_head));
+	qp->sq.wr_data = calloc(WQE_CNT, sizeof(*qp->sq.wr_data));
+	CU_ASSERT_FATAL(qp->sq.wrid && qp->sq.wqe_head && qp->sq.wr_data);
+	mlx5_spinlock_init(&qp->sq.lock, 1);
+	mlx5_spinlock_init(&qp->rq.lock, 1);
+	qp->db = f.qp_db;
+	qp->max_inline_data = MAX_INLINE;
+	qp->sq_signal_bits = sig_all ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
+
+	f.bf.reg = f.bf_reg;
+	f.bf.buf_size = BF_SIZE;
+	f.bf.uuarn = 1; /* a BlueFlame-capable register */
+	f.bf.need_lock = 0;
+	mlx5_spinlock_init(&f.bf.lock, 0);
+	qp->bf = &f.bf;
+	CU_ASSERT_EQUAL_FATAL(mlx5_store_qp(f.ctx, QPN, qp), 0);
+
+	attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+	attr.send_cq = ibcq();
+	attr.recv_cq = ibcq();
+	attr.qp_type = IBV_QPT_RC;
+	attr.sq_sig_all = sig_all;
+	attr.cap.max_send_wr = MAX_POST; /* what mlx5 reports */
+	attr.cap.max_send_sge = MAX_SGE;
+	attr.cap.max_inline_data = MAX_INLINE;
+	mlx5_sv_qp_created(q, &attr);
+}
+
+static void setup(bool sig_all, bool prefer_bf)
+{
+	memset(&f, 0, sizeof(f));
+	strcpy(f.dev.name, "mlx5_fake");
+	f.ctx = calloc(1, sizeof(*f.ctx));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f.ctx);
+	f.ctx->ibv_ctx.context.device = &f.dev;
+	f.ctx->dbg_fp = stderr;
+	f.ctx->prefer_bf = prefer_bf;
+	f.ctx->shut_up_bf = 0;
+	f.ctx->cqe_version = 0;
+	fake_cq_init();
+	fake_qp_init(sig_all);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f.cq->sv);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f.qp->sv);
+}
+
+static void teardown(void)
+{
+	sverbs_qp_destroy_pre(f.qp->sv);
+	sverbs_qp_destroy_post(f.qp->sv, 0);
+	sverbs_cq_destroy(f.cq->sv);
+	mlx5_clear_qp(f.ctx, QPN);
+	free(f.qp->sq.wrid);
+	free(f.qp->sq.wqe_head);
+	free(f.qp->sq.wr_data);
+	free(f.qp);
+	free(f.cq);
+	free(f.ctx);
+	free(f.sq_buf);
+	free(f.qp_db);
+	free(f.cq_buf);
+	free(f.cq_db);
+	free(f.bf_reg);
+}
+
+/* ------------------------------------------------------------ WQE access */
+
+/* The n-th 16-byte unit of the WQE that starts at BB bb (wraps at qend). */
+static void *seg16(uint32_t bb, unsigned int n)
+{
+	size_t off = ((size_t)bb * MLX5_SEND_WQE_BB + n * 16) %
+		     (WQE_CNT * MLX5_SEND_WQE_BB);
+
+	return f.sq_buf + off;
+}
+
+static struct mlx5_wqe_ctrl_seg *ctrl_at(uint32_t bb)
+{
+	return seg16(bb, 0);
+}
+
+static unsigned int ds_of(uint32_t bb)
+{
+	return be32toh(ctrl_at(bb)->qpn_ds) & 0x3f;
+}
+
+static uint32_t bbs_of(uint32_t bb)
+{
+	return (ds_of(bb) * 16 + MLX5_SEND_WQE_BB - 1) / MLX5_SEND_WQE_BB;
+}
+
+static uint8_t mlx5_op(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+		return MLX5_OPCODE_RDMA_WRITE;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return MLX5_OPCODE_RDMA_WRITE_IMM;
+	case IBV_WR_SEND:
+		return MLX5_OPCODE_SEND;
+	case IBV_WR_SEND_WITH_IMM:
+		return MLX5_OPCODE_SEND_IMM;
+	case IBV_WR_RDMA_READ:
+		return MLX5_OPCODE_RDMA_READ;
+	default:
+		return 0xff;
+	}
+}
+
+/* ------------------------------------------------------------ the adapter */
+
+#define REC_MAX 1024
+
+/* What the layer handed to mlx5_post_send, WQE by WQE. */
+struct rec_wr {
+	struct ibv_send_wr wr;
+	struct ibv_sge sge[MAX_SGE];
+	uint32_t bb; /* where mlx5 put its WQE */
+	int call;    /* which adapter call carried it */
+};
+
+static struct {
+	int calls; /* rings: adapter post_send calls */
+	int n;	   /* WQEs recorded */
+	struct rec_wr w[REC_MAX];
+} rec;
+
+int __real_mlx5_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			  struct ibv_send_wr **bad_wr);
+int __wrap_mlx5_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			  struct ibv_send_wr **bad_wr);
+
+/*
+ * The adapter's post_send, around the stock one: records the chain, then
+ * checks what mlx5 made of it: one WQE per WR at cur_post, the signal bit
+ * of each WQE as the WR asked (no sverbs priority bit anywhere), wrid[],
+ * the doorbell record (the new producer index) and the doorbell write (the
+ * first 8 bytes of the last WQE's control segment, at the current half of
+ * the BlueFlame register, which then flips).
+ */
+int __wrap_mlx5_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			  struct ibv_send_wr **bad_wr)
+{
+	struct mlx5_qp *mqp = to_mqp(qp);
+	unsigned int head0 = mqp->sq.head, off0 = mqp->bf->offset;
+	uint32_t bb = mqp->sq.cur_post, last = 0;
+	struct ibv_send_wr *w;
+	int first = rec.n, i, k, ret;
+	uint8_t want;
+
+	rec.calls++;
+	for (w = wr; w; w = w->next) {
+		struct rec_wr *r = &rec.w[rec.n % REC_MAX];
+
+		CU_ASSERT_EQUAL(w->send_flags & SVERBS_PRIO_MASK, 0);
+		memset(r, 0, sizeof(*r));
+		r->wr = *w;
+		r->wr.next = NULL;
+		for (i = 0; i < w->num_sge && i < MAX_SGE; i++)
+			r->sge[i] = w->sg_list[i];
+		r->wr.sg_list = r->sge;
+		r->call = rec.calls;
+		rec.n++;
+	}
+	ret = __real_mlx5_post_send(qp, wr, bad_wr);
+	CU_ASSERT_EQUAL(ret, 0);
+	if (ret)
+		return ret;
+
+	CU_ASSERT_EQUAL(mqp->sq.head - head0, (unsigned int)(rec.n - first));
+	for (k = first; k < rec.n; k++) {
+		struct rec_wr *r = &rec.w[k % REC_MAX];
+		struct mlx5_wqe_ctrl_seg *c = ctrl_at(bb);
+		unsigned int idx = bb & (WQE_CNT - 1);
+
+		r->bb = bb;
+		want = (r->wr.send_flags & IBV_SEND_SIGNALED) ||
+				       mqp->sq_signal_bits
+			       ? MLX5_WQE_CTRL_CQ_UPDATE
+			       : 0;
+		CU_ASSERT_EQUAL(c->fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE, want);
+		CU_ASSERT_EQUAL(be32toh(c->opmod_idx_opcode),
+				((bb & 0xffff) << 8) | mlx5_op(r->wr.opcode));
+		CU_ASSERT_EQUAL(be32toh(c->qpn_ds) >> 8, QPN);
+		CU_ASSERT_EQUAL(mqp->sq.wrid[idx], r->wr.wr_id);
+		CU_ASSERT_EQUAL(mqp->sq.wqe_head[idx],
+				head0 + (unsigned int)(k - first));
+		last = bb;
+		bb += bbs_of(bb);
+	}
+	CU_ASSERT_EQUAL(mqp->sq.cur_post, bb);
+	CU_ASSERT_EQUAL(f.qp_db[MLX5_SND_DBR],
+			htobe32(mqp->sq.cur_post & 0xffff));
+	CU_ASSERT_EQUAL(memcmp(f.bf_reg + off0, ctrl_at(last), 8), 0);
+	CU_ASSERT_EQUAL(mqp->bf->offset, off0 ^ BF_SIZE);
+	return ret;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static int post_chain(struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad = NULL;
+
+	return sverbs_post_send(f.qp->sv, wr, &bad);
+}
+
+static void mkwr(struct ibv_send_wr *wr, struct ibv_sge *sge, uint64_t id,
+		 enum ibv_wr_opcode op, uint32_t len, unsigned int flags)
+{
+	memset(wr, 0, sizeof(*wr));
+	sge->addr = LADDR + id * 0x100000;
+	sge->length = len;
+	sge->lkey = LKEY;
+	wr->wr_id = id;
+	wr->sg_list = sge;
+	wr->num_sge = 1;
+	wr->opcode = op;
+	wr->send_flags = flags;
+	wr->wr.rdma.remote_addr = RADDR + id * 0x100000;
+	wr->wr.rdma.rkey = RKEY;
+	if (op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND_WITH_IMM)
+		wr->imm_data = htobe32(0xfeed0000 | (uint32_t)id);
+}
+
+static void check_ctrl(uint32_t bb, uint8_t opcode, unsigned int ds,
+		       uint8_t fm_ce_se, __be32 imm)
+{
+	struct mlx5_wqe_ctrl_seg *c = ctrl_at(bb);
+
+	CU_ASSERT_EQUAL(be32toh(c->opmod_idx_opcode),
+			((bb & 0xffff) << 8) | opcode);
+	CU_ASSERT_EQUAL(be32toh(c->qpn_ds), ((uint32_t)QPN << 8) | ds);
+	CU_ASSERT_EQUAL(c->fm_ce_se, fm_ce_se);
+	CU_ASSERT_EQUAL(c->imm, imm);
+	CU_ASSERT_EQUAL(c->signature, 0);
+}
+
+static void check_raddr(uint32_t bb, uint64_t addr, uint32_t rkey)
+{
+	struct mlx5_wqe_raddr_seg *r = seg16(bb, 1);
+
+	CU_ASSERT_EQUAL(be64toh(r->raddr), addr);
+	CU_ASSERT_EQUAL(be32toh(r->rkey), rkey);
+}
+
+static void check_dseg(uint32_t bb, unsigned int n, uint64_t addr, uint32_t len,
+		       uint32_t lkey)
+{
+	struct mlx5_wqe_data_seg *d = seg16(bb, n);
+
+	CU_ASSERT_EQUAL(be64toh(d->addr), addr);
+	CU_ASSERT_EQUAL(be32toh(d->byte_count), len);
+	CU_ASSERT_EQUAL(be32toh(d->lkey), lkey);
+}
+
+static void reset_rec(void)
+{
+	memset(&rec, 0, sizeof(rec));
+}
+
+/* ------------------------------------------------------------ slicing */
+
+/*
+ * A signaled WRITE of 3 slices + 100 bytes, with a priority: one ring, four
+ * WQEs at BBs 0..3, remote and local addresses advancing by the slice, only
+ * the last slice signaled, no priority bit in any WQE.
+ */
+static void test_write_slices(void)
+{
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
+	uint32_t k, len;
+
+	setup(false, false);
+	reset_rec();
+	mkwr(&wr, &sge, 1, IBV_WR_RDMA_WRITE, 3 * SL + 100,
+	     IBV_SEND_SIGNALED | SVERBS_PRIO(6));
+	CU_ASSERT_EQUAL(post_chain(&wr), 0);
+
+	CU_ASSERT_EQUAL(rec.calls, 1);
+	CU_ASSERT_EQUAL_FATAL(rec.n, 4);
+	for (k = 0; k < 4; k++) {
+		len = k < 3 ? SL : 100;
+		CU_ASSERT_EQUAL(rec.w[k].bb, k);
+		check_ctrl(k, MLX5_OPCODE_RDMA_WRITE, 3,
+			   k == 3 ? MLX5_WQE_CTRL_CQ_UPDATE : 0, 0);
+		check_raddr(k, wr.wr.rdma.remote_addr + k * SL, RKEY);
+		check_dseg(k, 2, sge.addr + k * SL, len, LKEY);
+		/* the layer's own wr_ids, one per WQE, in order */
+		CU_ASSERT_EQUAL(f.qp->sq.wrid[k], rec.w[0].wr.wr_id + k);
+	}
+	CU_ASSERT_NOT_EQUAL(f.qp->sq.wrid[3], 1);
+	CU_ASSERT_EQUAL(f.qp->sq.cur_post, 4);
+	CU_ASSERT_EQUAL(f.qp->sq.head, 4);
+	CU_ASSERT_EQUAL(f.qp_db[MLX5_SND_DBR], htobe32(4));
+	/* a chain: the 8-byte doorbell of WQE 3, nothing else in the BF */
+	CU_ASSERT_EQUAL(memcmp(f.bf_reg, ctrl_at(3), 8), 0);
+	CU_ASSERT_EQUAL(f.bf_reg[8], BF_FILL);
+	CU_ASSERT_EQUAL(f.bf.offset, BF_SIZE);
+	teardown();
+}
+
+/*
+ * A READ over three SGEs (1000 + 5000 + 3000 bytes): the slices straddle
+ * the SGEs, so the first two WQEs carry two data segments each.
+ */
+static void test_read_multi_sge(void)
+{
+	struct ibv_sge sge[3] = {
+		{ .addr = 0x10000, .length = 1000, .lkey = 11 },
+		{ .addr = 0x200000, .length = 5000, .lkey = 22 },
+		{ .addr = 0x3000000, .length = 3000, .lkey = 33 },
+	};
+	struct ibv_send_wr wr = {
+		.wr_id = 7,
+		.sg_list = sge,
+		.num_sge = 3,
+		.opcode = IBV_WR_RDMA_READ,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = RADDR, .rkey = RKEY },
+	};
+
+	setup(false, false);
+	reset_rec();
+	CU_ASSERT_EQUAL(post_chain(&wr), 0);
+	CU_ASSERT_EQUAL(rec.calls, 1);
+	CU_ASSERT_EQUAL_FATAL(rec.n, 3);
+
+	/* slice 0: sge0 whole + 3096 of sge1 */
+	check_ctrl(0, MLX5_OPCODE_RDMA_READ, 4, 0, 0);
+	check_raddr(0, RADDR, RKEY);
+	check_dseg(0, 2, 0x10000, 1000, 11);
+	check_dseg(0, 3, 0x200000, 3096, 22);
+	/* slice 1: the rest of sge1 (1904) + 2192 of sge2 */
+	check_ctrl(1, MLX5_OPCODE_RDMA_READ, 4, 0, 0);
+	check_raddr(1, RADDR + SL, RKEY);
+	check_dseg(1, 2, 0x200000 + 3096, 1904, 22);
+	check_dseg(1, 3, 0x3000000, 2192, 33);
+	/* slice 2: the last 808 bytes of sge2, signaled */
+	check_ctrl(2, MLX5_OPCODE_RDMA_READ, 3, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+	check_raddr(2, RADDR + 2 * SL, RKEY);
+	check_dseg(2, 2, 0x3000000 + 2192, 808, 33);
+	CU_ASSERT_EQUAL(f.qp_db[MLX5_SND_DBR], htobe32(3));
+	teardown();
+}
+
+/*
+ * WRITE_WITH_IMM cut in three: only the last WQE is WRITE_IMM and carries
+ * the immediate; the others are plain WRITEs.  The application did not ask
+ * for a completion: the last slice is signaled anyway (the layer must see
+ * the WR retire), the others are not.
+ */
+static void test_write_imm(void)
+{
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
+
+	setup(false, false);
+	reset_rec();
+	mkwr(&wr, &sge, 3, IBV_WR_RDMA_WRITE_WITH_IMM, 2 * SL + 1, 0);
+	CU_ASSERT_EQUAL(post_chain(&wr), 0);
+	CU_ASSERT_EQUAL(rec.calls, 1);
+	CU_ASSERT_EQUAL_FATAL(rec.n, 3);
+	check_ctrl(0, MLX5_OPCODE_RDMA_WRITE, 3, 0, 0);
+	check_ctrl(1, MLX5_OPCODE_RDMA_WRITE, 3, 0, 0);
+	check_ctrl(2, MLX5_OPCODE_RDMA_WRITE_IMM, 3, MLX5_WQE_CTRL_CQ_UPDATE,
+		   wr.imm_data);
+	check_raddr(2, wr.wr.rdma.remote_addr + 2 * SL, RKEY);
+	check_dseg(2, 2, sge.addr + 2 * SL, 1, LKEY);
+	teardown();
+}
+
+/* ------------------------------------------------------------ chains */
+
+/*
+ * Three WRs in one ibv_post_send: an unsignaled small WRITE, a signaled
+ * SEND (not sliced: 8 KiB in one WQE), an unsignaled 2-slice WRITE.  One
+ * ring for the four WQEs; the doorbell record is 4 and the register got
+ * the 8-byte doorbell of the last WQE.
+ */
+static void test_one_chain_one_ring(void)
+{
+	struct ibv_send_wr wr[3];
+	struct ibv_sge sge[3];
+
+	setup(false, false);
+	reset_rec();
+	mkwr(&wr[0], &sge[0], 1, IBV_WR_RDMA_WRITE, 100, 0);
+	mkwr(&wr[1], &sge[1], 2, IBV_WR_SEND, 2 * SL, IBV_SEND_SIGNALED);
+	mkwr(&wr[2], &sge[2], 3, IBV_WR_RDMA_WRITE, 2 * SL, 0);
+	wr[0].next = &wr[1];
+	wr[1].next = &wr[2];
+	CU_ASSERT_EQUAL(post_chain(wr), 0);
+
+	CU_ASSERT_EQUAL(rec.calls, 1);
+	CU_ASSERT_EQUAL_FATAL(rec.n, 4);
+	CU_ASSERT(rec.w[0].call == 1 && rec.w[3].call == 1);
+	check_ctrl(0, MLX5_OPCODE_RDMA_WRITE, 3, 0, 0);
+	check_raddr(0, wr[0].wr.rdma.remote_addr, RKEY);
+	check_dseg(0, 2, sge[0].addr, 100, LKEY);
+	check_ctrl(1, MLX5_OPCODE_SEND, 2, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+	check_dseg(1, 1, sge[1].addr, 2 * SL, LKEY);
+	check_ctrl(2, MLX5_OPCODE_RDMA_WRITE, 3, 0, 0);
+	check_raddr(2, wr[2].wr.rdma.remote_addr, RKEY);
+	check_dseg(2, 2, sge[2].addr, SL, LKEY);
+	check_ctrl(3, MLX5_OPCODE_RDMA_WRITE, 3, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+	check_raddr(3, wr[2].wr.rdma.remote_addr + SL, RKEY);
+	check_dseg(3, 2, sge[2].addr + SL, SL, LKEY);
+	CU_ASSERT_EQUAL(f.qp_db[MLX5_SND_DBR], htobe32(4));
+	CU_ASSERT_EQUAL(memcmp(f.bf_reg, ctrl_at(3), 8), 0);
+	teardown();
+}
+
+/*
+ * Priorities: a low-priority 3-slice WRITE and a high-priority SEND in one
+ * post.  The SEND's WQE comes first; the levels show only in the order,
+ * never in the WQEs (fm_ce_se holds exactly the signal bit).
+ */
+static void test_priority_order(void)
+{
+	struct ibv_send_wr wr[2];
+	struct ibv_sge sge[2];
+	uint32_t k;
+
+	setup(false, false);
+	reset_rec();
+	mkwr(&wr[0], &sge[0], 1, IBV_WR_RDMA_WRITE, 3 * SL,
+	     IBV_SEND_SIGNALED | SVERBS_PRIO(7));
+	mkwr(&wr[1], &sge[1], 2, IBV_WR_SEND, 64,
+	     IBV_SEND_SIGNALED | SVERBS_PRIO(0));
+	wr[0].next = &wr[1];
+	CU_ASSERT_EQUAL(post_chain(wr), 0);
+	CU_ASSERT_EQUAL(rec.calls, 1);
+	CU_ASSERT_EQUAL_FATAL(rec.n, 4);
+	check_ctrl(0, MLX5_OPCODE_SEND, 2, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+	check_dseg(0, 1, sge[1].addr, 64, LKEY);
+	for (k = 1; k < 4; k++) {
+		check_ctrl(k, MLX5_OPCODE_RDMA_WRITE, 3,
+			   k == 3 ? MLX5_WQE_CTRL_CQ_UPDATE : 0, 0);
+		check_raddr(k, RADDR + 0x100000 + (k - 1) * SL, RKEY);
+	}
+	teardown();
+}
+
+/* sq_sig_all: mlx5's sq_signal_bits put CQ_UPDATE in every WQE. */
+static void test_sig_all(void)
+{
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
+	uint32_t k;
+
+	setup(true, false);
+	reset_rec();
+	mkwr(&wr, &sge, 1, IBV_WR_RDMA_WRITE, 3 * SL, 0);
+	CU_ASSERT_EQUAL(post_chain(&wr), 0);
+	CU_ASSERT_EQUAL(rec.calls, 1);
+	CU_ASSERT_EQUAL_FATAL(rec.n, 3);
+	for (k = 0; k < 3; k++)
+		check_ctrl(k, MLX5_OPCODE_RDMA_WRITE, 3,
+			   MLX5_WQE_CTRL_CQ_UPDATE, 0);
+	teardown();
+}
+
+/* ------------------------------------------------------------ BlueFlame */
+
+/*
+ * A lone small WR still goes by BlueFlame: an inline SEND (prefer_bf off)
+ * is copied whole (64 bytes) into the register's current half; a lone
+ * non-inline WRITE then only rings the 8-byte doorbell in the other half;
+ * with prefer_bf the same WRITE is copied too.
+ */
+static void test_blueflame(void)
+{
+	uint8_t data[20], *half;
+	struct mlx5_wqe_inline_seg *inl;
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
+	int i;
+
+	for (i = 0; i < (int)sizeof(data); i++)
+		data[i] = (uint8_t)(0x30 + i);
+	setup(false, false);
+	reset_rec();
+
+	/* inline SEND: ctrl + 4-byte inline header + 20 bytes = 3 DS */
+	mkwr(&wr, &sge, 1, IBV_WR_SEND, sizeof(data),
+	     IBV_SEND_SIGNALED | IBV_SEND_INLINE);
+	sge.addr = (uintptr_t)data;
+	CU_ASSERT_EQUAL(post_chain(&wr), 0);
+	CU_ASSERT_EQUAL(rec.calls, 1);
+	CU_ASSERT_EQUAL_FATAL(rec.n, 1);
+	check_ctrl(0, MLX5_OPCODE_SEND, 3, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+	inl = seg16(0, 1);
+	CU_ASSERT_EQUAL(be32toh(inl->byte_count),
+			sizeof(data) | MLX5_INLINE_SEG);
+	CU_ASSERT_EQUAL(memcmp(inl + 1, data, sizeof(data)), 0);
+	CU_ASSERT_EQUAL(memcmp(f.bf_reg, ctrl_at(0), 64), 0);
+	CU_ASSERT_EQUAL(f.bf_reg[64], BF_FILL);
+	CU_ASSERT_EQUAL(f.bf_reg[BF_SIZE], BF_FILL);
+	CU_ASSERT_EQUAL(f.bf.offset, BF_SIZE);
+
+	/* lone WRITE, not inline, prefer_bf off: doorbell only */
+	mkwr(&wr, &sge, 2, IBV_WR_RDMA_WRITE, 512, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(post_chain(&wr), 0);
+	CU_ASSERT_EQUAL(rec.calls, 2);
+	half = f.bf_reg + BF_SIZE;
+	check_ctrl(1, MLX5_OPCODE_RDMA_WRITE, 3, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+	CU_ASSERT_EQUAL(memcmp(half, ctrl_at(1), 8), 0);
+	CU_ASSERT_EQUAL(half[8], BF_FILL);
+	CU_ASSERT_EQUAL(half[63], BF_FILL);
+	CU_ASSERT_EQUAL(f.bf.offset, 0);
+	CU_ASSERT_EQUAL(f.qp_db[MLX5_SND_DBR], htobe32(2));
+
+	/* prefer_bf: the lone WRITE is copied whole into half 0 */
+	f.ctx->prefer_bf = 1;
+	memset(f.bf_reg, BF_FILL, 2 * BF_SIZE);
+	mkwr(&wr, &sge, 3, IBV_WR_RDMA_WRITE, 512, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(post_chain(&wr), 0);
+	CU_ASSERT_EQUAL(rec.calls, 3);
+	CU_ASSERT_EQUAL(memcmp(f.bf_reg, ctrl_at(2), 64), 0);
+	CU_ASSERT_EQUAL(f.bf_reg[64], BF_FILL);
+	CU_ASSERT_EQUAL(f.bf.offset, BF_SIZE);
+
+	/* prefer_bf, but a chain (a 2-slice WRITE): doorbell only */
+	memset(f.bf_reg, BF_FILL, 2 * BF_SIZE);
+	mkwr(&wr, &sge, 4, IBV_WR_RDMA_WRITE, 2 * SL, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(post_chain(&wr), 0);
+	CU_ASSERT_EQUAL(rec.calls, 4);
+	half = f.bf_reg + BF_SIZE;
+	CU_ASSERT_EQUAL(memcmp(half, ctrl_at(4), 8), 0);
+	CU_ASSERT_EQUAL(half[8], BF_FILL);
+	CU_ASSERT_EQUAL(f.qp_db[MLX5_SND_DBR], htobe32(5));
+	teardown();
+}
+
+/* ------------------------------------------------------------ completions */
+
+/*
+ * The fake HCA: execute the SQ up to the doorbell record.  Each WQE's index
+ * must be where it sits; a signaled one produces a requester CQE (opcode,
+ * QP number, WQE counter) with the owner bit of the CQ's current pass.
+ */
+static void hw_run(void)
+{
+	uint32_t prod = be32toh(f.qp_db[MLX5_SND_DBR]);
+	struct mlx5_cqe64 *cqe, tmp;
+	struct mlx5_wqe_ctrl_seg *c;
+	uint32_t op_idx;
+
+	while ((f.hw_sq & 0xffff) != prod) {
+		c = ctrl_at(f.hw_sq);
+		op_idx = be32toh(c->opmod_idx_opcode);
+		CU_ASSERT_EQUAL_FATAL((op_idx >> 8) & 0xffff, f.hw_sq & 0xffff);
+		CU_ASSERT_EQUAL_FATAL(be32toh(c->qpn_ds) >> 8, QPN);
+		CU_ASSERT_FATAL(ds_of(f.hw_sq) >= 2);
+		if (c->fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) {
+			cqe = (struct mlx5_cqe64 *)(f.cq_buf +
+						    (f.hw_cq & (NCQE - 1)) *
+							    64);
+			memset(&tmp, 0, sizeof(tmp));
+			tmp.sop_drop_qpn = htobe32((op_idx & 0xff) << 24 | QPN);
+			tmp.wqe_counter = htobe16(f.hw_sq & 0xffff);
+			tmp.op_own = MLX5_CQE_INVALID << 4;
+			memcpy(cqe, &tmp, sizeof(tmp));
+			udma_to_device_barrier();
+			cqe->op_own =
+				MLX5_CQE_REQ << 4 |
+				((f.hw_cq & NCQE) ? MLX5_CQE_OWNER_MASK : 0);
+			f.hw_cq++;
+			f.hw_cqes++;
+		}
+		f.hw_sq += bbs_of(f.hw_sq);
+	}
+}
+
+static int poll_all(struct ibv_wc *wc, int max)
+{
+	int n, tot = 0;
+
+	do {
+		n = sverbs_poll_cq(f.cq->sv, max - tot, wc + tot);
+		CU_ASSERT_FATAL(n >= 0);
+		tot += n;
+	} while (n > 0 && tot < max);
+	return tot;
+}
+
+/*
+ * Rounds of three WRs (an unsignaled WRITE, a signaled 4-SGE SEND of two
+ * BBs, a signaled 3-slice WRITE): 6 BBs a round, so in round 21 the SEND
+ * starts in the last BB and its data segments wrap to the start of the SQ;
+ * 300 CQEs wrap the 256-entry CQ.  Each round is one ring; the fake HCA
+ * executes it and writes CQEs; sverbs_poll_cq() (through mlx5_poll_cq) returns
+ * one completion per signaled WR with its own wr_id, and mlx5's SQ tail
+ * follows, so the SQ never overflows.
+ */
+#define ROUNDS 150
+
+static void test_completions_wrap(void)
+{
+	struct ibv_sge s4[4] = {
+		{ .addr = 0x5000, .length = 50, .lkey = 5 },
+		{ .addr = 0x6000, .length = 60, .lkey = 6 },
+		{ .addr = 0x7000, .length = 70, .lkey = 7 },
+		{ .addr = 0x8000, .length = 80, .lkey = 8 },
+	};
+	struct ibv_send_wr wr[3];
+	struct ibv_sge sge[3];
+	struct ibv_wc wc[8];
+	uint32_t send_bb;
+	bool wrapped = false;
+	int r, n, calls;
+
+	setup(false, false);
+	reset_rec();
+	for (r = 0; r < ROUNDS; r++) {
+		mkwr(&wr[0], &sge[0], r * 10 + 1, IBV_WR_RDMA_WRITE, 100, 0);
+		mkwr(&wr[1], &sge[1], r * 10 + 2, IBV_WR_SEND, 0,
+		     IBV_SEND_SIGNALED);
+		wr[1].sg_list = s4;
+		wr[1].num_sge = 4;
+		mkwr(&wr[2], &sge[2], r * 10 + 3, IBV_WR_RDMA_WRITE, 2 * SL + 7,
+		     IBV_SEND_SIGNALED);
+		wr[0].next = &wr[1];
+		wr[1].next = &wr[2];
+		calls = rec.calls;
+		CU_ASSERT_EQUAL_FATAL(post_chain(wr), 0);
+		CU_ASSERT_EQUAL(rec.calls, calls + 1);
+		CU_ASSERT_EQUAL(f.qp_db[MLX5_SND_DBR],
+				htobe32((uint32_t)(r + 1) * 6));
+
+		/* the SEND: ctrl + 4 data segments = 5 DS, two BBs */
+		send_bb = rec.w[(rec.n - 4) % REC_MAX].bb;
+		CU_ASSERT_EQUAL(send_bb, (uint32_t)r * 6 + 1);
+		check_ctrl(send_bb, MLX5_OPCODE_SEND, 5,
+			   MLX5_WQE_CTRL_CQ_UPDATE, 0);
+		check_dseg(send_bb, 1, 0x5000, 50, 5);
+		check_dseg(send_bb, 2, 0x6000, 60, 6);
+		check_dseg(send_bb, 3, 0x7000, 70, 7);
+		check_dseg(send_bb, 4, 0x8000, 80, 8);
+		if ((send_bb & (WQE_CNT - 1)) + bbs_of(send_bb) > WQE_CNT)
+			wrapped = true;
+
+		hw_run();
+		n = poll_all(wc, 8);
+		CU_ASSERT_EQUAL_FATAL(n, 2);
+		CU_ASSERT_EQUAL(wc[0].wr_id, (uint64_t)r * 10 + 2);
+		CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
+		CU_ASSERT_EQUAL(wc[0].opcode, IBV_WC_SEND);
+		CU_ASSERT_EQUAL(wc[0].byte_len, 260);
+		CU_ASSERT_EQUAL(wc[0].qp_num, QPN);
+		CU_ASSERT_EQUAL(wc[1].wr_id, (uint64_t)r * 10 + 3);
+		CU_ASSERT_EQUAL(wc[1].status, IBV_WC_SUCCESS);
+		CU_ASSERT_EQUAL(wc[1].opcode, IBV_WC_RDMA_WRITE);
+		CU_ASSERT_EQUAL(wc[1].byte_len, 2 * SL + 7);
+		CU_ASSERT_EQUAL(wc[1].qp_num, QPN);
+		/* everything retired: mlx5's tail caught up */
+		CU_ASSERT_EQUAL(f.qp->sq.tail, f.qp->sq.head);
+		CU_ASSERT_EQUAL(f.cq_db[MLX5_CQ_SET_CI],
+				htobe32(f.cq->cons_index & 0xffffff));
+	}
+	CU_ASSERT(wrapped);
+	CU_ASSERT_EQUAL(f.hw_sq, ROUNDS * 6);
+	CU_ASSERT_EQUAL(f.hw_cqes, ROUNDS * 2); /* the SEND, the last slice */
+	CU_ASSERT_EQUAL(rec.calls, ROUNDS);
+	CU_ASSERT(f.cq->cons_index > NCQE); /* the CQ wrapped too */
+	teardown();
+}
+
+/* ------------------------------------------------------------ main */
+
+extern char **environ;
+
+static void config_env(void)
+{
+	char name[256];
+	char **e;
+	size_t n;
+
+again:
+	for (e = environ; *e; e++) {
+		if (strncmp(*e, "SVERBS", 6))
+			continue;
+		n = strcspn(*e, "=");
+		if (n >= sizeof(name))
+			continue;
+		memcpy(name, *e, n);
+		name[n] = 0;
+		unsetenv(name);
+		goto again;
+	}
+	setenv("SVERBS_CONF", "/nonexistent/sverbs.conf", 1);
+	setenv("SVERBS", "on", 1);
+	setenv("SVERBS_SLICE_BYTES", "4096", 1);
+	setenv("SVERBS_WINDOW_SLICES", "1024", 1);
+	setenv("SVERBS_SMALL_MSG_BYTES", "0", 1);
+	setenv("SVERBS_DEFAULT_PRIO", "4", 1);
+	setenv("SVERBS_CQ_HEADROOM", "256", 1);
+	setenv("SVERBS_BATCH", "1", 1);
+	setenv("SVERBS_BATCH_BUDGET_US", "0", 1);
+}
+
+int main(void)
+{
+	static const struct {
+		const char *name;
+		CU_TestFunc fn;
+	} tests[] = {
+		{ "write slices: ctrl, raddr, dseg, signal",
+		  test_write_slices },
+		{ "read over 3 SGEs: slices straddle SGEs",
+		  test_read_multi_sge },
+		{ "write with imm: only the last slice", test_write_imm },
+		{ "one chain, one ring, one doorbell",
+		  test_one_chain_one_ring },
+		{ "priority: order only, no bits", test_priority_order },
+		{ "sq_sig_all", test_sig_all },
+		{ "BlueFlame copy of a lone small WR", test_blueflame },
+		{ "CQEs through mlx5_poll_cq, SQ and CQ wrap",
+		  test_completions_wrap },
+	};
+	CU_pSuite s;
+	unsigned int i, fails;
+
+	config_env();
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("mlx5 adapter", NULL, NULL);
+	for (i = 0; s && i < sizeof(tests) / sizeof(tests[0]); i++)
+		CU_add_test(s, tests[i].name, tests[i].fn);
+	CU_basic_set_mode(CU_BRM_VERBOSE);
+	CU_basic_run_tests();
+	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+	CU_cleanup_registry();
+	return fails ? 1 : 0;
+}
