@@ -190,7 +190,7 @@ if [ -n "$DEPFILE" ]; then
 	# Folders too: adding or removing a file changes the folder's mtime.
 	{
 		printf '%s:' "$STAMP"
-		for d in common sched batch libsverbs providers providers/rxe providers/mlx5 patches include/infiniband scripts; do
+		for d in common sched batch libsverbs providers providers/rxe providers/mlx5 providers/mlx5/tests patches include/infiniband scripts; do
 			[ -d "$SRCROOT/$d" ] || continue
 			printf ' \\\n %s' "$SRCROOT/$d"
 			find "$SRCROOT/$d" -maxdepth 1 -type f \( -name '*.[ch]' -o -name '*.patch' -o -name series -o -name '*.cmake' -o -name '*.sh' -o -name '*.conf' \) -printf ' \\\n %p'
