@@ -227,7 +227,8 @@ run_mode() {
     for i in 1 2 3 4 5 6 7 8; do same_file "$DIR/big3.bin" "$DIR/big3.$i.out" || bad=$((bad + 1)); done
     check "[$m] 8 concurrent 300000 B echoes (2 MiB ring wraps/fills), $bad wrong" [ $bad = 0 ]
     c=$(metric_sum "$URL/metrics" 'sverbs_proxy_channel_large_frames_total{role="ingress"')
-    check "[$m] ingress sent large frames by WRITE WITH IMM ($c)" [ "${c%.*}" -ge 9 ]
+    # 9 large requests; the ingress may batch up to three into one frame (<= max_frame_bytes)
+    check "[$m] ingress sent large frames by WRITE WITH IMM ($c)" [ "${c%.*}" -ge 4 ]
     out=$(curl -s --max-time 20 -X POST "$URL/matmul?n=16")
     case "$out" in *'"n":16'*'"checksum":'*) pass "[$m] 200 matmul n=16: $out" ;; *) fail "[$m] matmul answered '$out'" ;; esac
     out=$(curl -s --max-time 20 --data-binary @"$DIR/m.bin" "$URL/matmul?n=2")
