@@ -54,10 +54,24 @@ inline Error make_error(std::string msg) {
     return Error{std::move(msg)};
 }
 
-inline int64_t now_ns() {
+// The monotonic clock, read now.
+inline int64_t clock_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
+}
+
+// Event-loop time, like nginx's cached time: an event-loop thread reads the clock once when
+// its io_uring wait returns (Ring::run_once) and at the top of each loop turn
+// (refresh_loop_clock); everything in between -- per request, per frame -- reads the cached
+// value.  Reading the clock is a system call where the vDSO cannot serve it (e.g. an HPET
+// clocksource in a TCG guest: ~10-50 us each).  Threads without a loop read the clock.
+inline thread_local int64_t tl_loop_now_ns = 0;
+inline int64_t refresh_loop_clock() {
+    return tl_loop_now_ns = clock_ns();
+}
+inline int64_t now_ns() {
+    return tl_loop_now_ns ? tl_loop_now_ns : clock_ns();
 }
 
 constexpr int64_t kMs = 1'000'000;

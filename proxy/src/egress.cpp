@@ -567,9 +567,9 @@ int Egress::run(const ReadyFn& ready) {
     ready("", this);
     next_sweep_ = now_ns();
     while (true) {
-        int64_t now = now_ns();
+        int64_t now = refresh_loop_clock();
         int64_t next = std::min(next_sweep_, transport_->tick(now));
-        ring_.run_once(std::max<int64_t>(0, next - now_ns()));
+        ring_.run_once(std::max<int64_t>(0, next - now));
         flush_out();
         now = now_ns();
         if (now >= next_sweep_) {

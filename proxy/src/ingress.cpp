@@ -688,12 +688,12 @@ int Ingress::run(const ReadyFn& ready) {
     ready("", this);
     next_sweep_ = now_ns();
     while (true) {
-        int64_t now = now_ns();
+        int64_t now = refresh_loop_clock();
         int64_t next = std::min(next_sweep_, transport_->tick(now));
         for (auto& u : ups_)
             if (!u.queue.empty() && !u.stalled)
                 next = std::min(next, u.policy.deadline(u.queue.front().arrival));
-        ring_.run_once(std::max<int64_t>(0, next - now_ns()));
+        ring_.run_once(std::max<int64_t>(0, next - now));
         now = now_ns();
         for (auto& u : ups_)
             if (!u.queue.empty()) flush_upstream(u, now);

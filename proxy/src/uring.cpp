@@ -204,6 +204,7 @@ int Ring::run_once(int64_t timeout_ns) {
     } else {
         io_uring_submit(&ring_);
     }
+    refresh_loop_clock();
     int n = 0;
     // Bounded so posted work and timers get their turn under a flood.
     while (n < 4096 && io_uring_peek_cqe(&ring_, &cqe) == 0) {
