@@ -387,8 +387,10 @@ static int env_to_key(const char *name, char *key, size_t size)
 	if (strncmp(name, "SVERBS_", 7))
 		return -1;
 	name += 7;
-	if (!strcmp(name, "CONF") || !strcmp(name, "PREFIX"))
-		return -1; /* the file's path and env.sh's marker, not keys */
+	if (!strcmp(name, "CONF") || !strcmp(name, "PREFIX") ||
+	    !strncmp(name, "VM_", 3))
+		return -1; /* the file's path, env.sh's marker, the test bed's
+			    * knobs (tests/vm): not keys */
 	for (i = 0; name[i] && i + 1 < size; i++)
 		key[i] = tolower((unsigned char)name[i]);
 	key[i] = '\0';

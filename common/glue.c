@@ -53,12 +53,33 @@ const struct sverbs_config *sverbs_glue_config(struct ibv_context *ctx,
 	return sverbs_config_enabled(&config) ? &config : NULL;
 }
 
+/*
+ * Whether the CQ being created on this thread got sverbs' headroom: set by
+ * sverbs_glue_cq_size()/_attr(), read by sverbs_glue_cq_created() in the
+ * same provider call.  A CQ without headroom stays stock.
+ */
+static __thread bool cq_headroom_added;
+
+/* cqe plus the headroom, unless that passes the device's max_cqe. */
+static int cq_size_with_headroom(struct ibv_context *ctx,
+				 const struct sverbs_config *cfg, int cqe)
+{
+	struct ibv_device_attr attr;
+
+	cq_headroom_added = false;
+	if (!cfg)
+		return cqe;
+	if (!ibv_query_device(ctx, &attr) && attr.max_cqe > 0 &&
+	    (int64_t)cqe + cfg->cq_headroom > attr.max_cqe)
+		return cqe; /* the application asked for (nearly) the max */
+	cq_headroom_added = true;
+	return cqe + (int)cfg->cq_headroom;
+}
+
 int sverbs_glue_cq_size(struct ibv_context *ctx,
 			const struct sverbs_adapter *ad, int cqe)
 {
-	const struct sverbs_config *cfg = sverbs_glue_config(ctx, ad);
-
-	return cfg ? cqe + (int)cfg->cq_headroom : cqe;
+	return cq_size_with_headroom(ctx, sverbs_glue_config(ctx, ad), cqe);
 }
 
 struct ibv_cq_init_attr_ex *
@@ -71,7 +92,9 @@ sverbs_glue_cq_attr(struct ibv_context *ctx, const struct sverbs_adapter *ad,
 	if (!cfg)
 		return attr;
 	*copy = *attr;
-	copy->cqe += cfg->cq_headroom;
+	copy->cqe = (uint32_t)cq_size_with_headroom(ctx, cfg, (int)attr->cqe);
+	if (!cq_headroom_added)
+		return attr;
 	/* sverbs maps each completion to its QP and reports byte_len */
 	copy->wc_flags |= IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_BYTE_LEN;
 	return copy;
@@ -85,8 +108,9 @@ struct sverbs_cq *sverbs_glue_cq_created(const struct sverbs_adapter *ad,
 	const struct sverbs_config *cfg = sverbs_glue_config(cq->context, ad);
 	struct sverbs_cq *scq;
 
-	if (!cfg)
+	if (!cfg || !cq_headroom_added)
 		return NULL;
+	cq_headroom_added = false;
 	scq = sverbs_cq_create(ad, cq, cfg);
 	if (scq && cq_ex &&
 	    !sverbs_cq_install_ex_ops(scq, cq_ex, app_wc_flags)) {

@@ -183,6 +183,16 @@ static int wr_check(const struct sverbs_qp *sqp, const struct ibv_send_wr *wr)
 	if ((wr->send_flags & IBV_SEND_INLINE) &&
 	    sge_total(wr->sg_list, wr->num_sge) > sqp->max_inline)
 		return EINVAL;
+	/*
+	 * Atomics act on an aligned 8-byte word (IB spec 9.4.5): a WR that
+	 * breaks this would be refused by the provider only when the layer
+	 * hands it over, too late for the synchronous error stock gives.
+	 */
+	if ((wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	     wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) &&
+	    ((wr->wr.atomic.remote_addr & 7) ||
+	     sge_total(wr->sg_list, wr->num_sge) < 8))
+		return EINVAL;
 	return 0;
 }
 

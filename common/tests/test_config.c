@@ -167,6 +167,7 @@ static void test_file_and_env(void)
 			"SVERBS_SLICE_BYTES=bogus",
 			"SVERBS_NO_SUCH_KNOB=1",
 			"SVERBS_CONF=/ignored",
+			"SVERBS_VM_TIMEOUT=600",
 			NULL };
 	struct sverbs_config cfg;
 	FILE *f;

@@ -549,6 +549,19 @@ static void test_validation(void)
 	wr[1].send_flags = IBV_SEND_INLINE;
 	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], &wr[1], &bad), EINVAL);
 	CU_ASSERT_PTR_EQUAL(bad, &wr[1]);
+	/* atomics: an unaligned remote address or a short SGE, at post time */
+	wr[1].send_flags = 0;
+	wr[1].next = NULL;
+	wr[1].opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	sge[0].length = 8;
+	wr[1].wr.atomic.remote_addr = RADDR + 1;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], &wr[1], &bad), EINVAL);
+	CU_ASSERT_PTR_EQUAL(bad, &wr[1]);
+	wr[1].wr.atomic.remote_addr = RADDR;
+	sge[0].length = 4;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], &wr[1], &bad), EINVAL);
+	sge[0].length = 8;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], &wr[1], &bad), 0);
 	teardown();
 
 	/* UC carries no READ */
