@@ -1,0 +1,54 @@
+#!/bin/bash
+# run-e2e.sh BINARY PREFIX SUBCOMMAND MODES [ARGS...] - run `BINARY SUBCOMMAND
+# ARGS` in a Soft-RoCE guest once per mode of the comma list MODES:
+#   off      SVERBS=off (stock rdma-core)
+#   on       SVERBS=on (defaults)
+#   budget   SVERBS=on SVERBS_BATCH_BUDGET_US=50
+#   budget200 SVERBS=on SVERBS_BATCH_BUDGET_US=200
+#   slice4k  SVERBS=on SVERBS_SLICE_BYTES=4k
+# E2E_SEED (passed to the guest) fixes the seed; else each run prints its own.
+# Exit: 0 all passed, 1 a run failed, 77 skip (no guest can be started).
+# Host side: needs SVERBS_VM_RUNNER (default ../vm/run-in-vm.sh).
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+[ $# -ge 4 ] || { echo "usage: $0 BINARY PREFIX SUBCOMMAND MODES [ARGS...]" >&2; exit 2; }
+
+if [ -z "${RXE_VM_HOST:-}" ]; then
+	runner=${SVERBS_VM_RUNNER:-$here/../vm/run-in-vm.sh}
+	why=$("$runner" --check 2>&1) || { echo "SKIP: cannot start a guest: $why"; exit 77; }
+	[ -x "$1" ] || { echo "SKIP: no binary $1"; exit 77; }
+	exec "$runner" "$(printf '%q ' bash "$here/run-e2e.sh" "$@")"
+fi
+
+bin=$1 prefix=$2 sub=$3 modes=$4
+shift 4
+[ -r "$prefix/env.sh" ] || { echo "SKIP: no $prefix/env.sh"; exit 77; }
+# shellcheck disable=SC1091
+. "$prefix/env.sh"
+# only the knobs a mode sets
+for v in $(env | sed -n 's/^\(SVERBS_[A-Z_]*\)=.*/\1/p'); do
+	[ "$v" = SVERBS_PREFIX ] || unset "$v"
+done
+
+fails=0 runs=0
+IFS=, read -ra mlist <<<"$modes"
+for mode in "${mlist[@]}"; do
+	envs=()
+	case $mode in
+	off) envs=(SVERBS=off) ;;
+	on) envs=(SVERBS=on) ;;
+	budget) envs=(SVERBS=on SVERBS_BATCH_BUDGET_US=50) ;;
+	budget200) envs=(SVERBS=on SVERBS_BATCH_BUDGET_US=200) ;;
+	slice4k) envs=(SVERBS=on SVERBS_SLICE_BYTES=4k) ;;
+	*) echo "unknown mode $mode" >&2; exit 2 ;;
+	esac
+	echo "# ==== $sub [$mode] ${envs[*]}"
+	runs=$((runs + 1))
+	# a hang guard on top of the binary's own watchdog
+	env "${envs[@]}" timeout -s KILL 900 "$bin" "$sub" "$@"
+	rc=$?
+	echo "# ==== $sub [$mode]: exit $rc"
+	[ $rc = 0 ] || fails=$((fails + 1))
+done
+echo "# $sub: $((runs - fails)) of $runs modes passed"
+[ $fails = 0 ]

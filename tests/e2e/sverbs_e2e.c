@@ -1,0 +1,2031 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * sverbs_e2e - end-to-end tests of the sverbs layer on Soft-RoCE: one
+ * process, two devices (rxe1 sends, rxe0 is the target), RC QPs connected
+ * in-process.  See tests/e2e/README.md.
+ *
+ *   sverbs_e2e integrity    [--seed N] [--qps N] [--wrs N]
+ *   sverbs_e2e error-rkey   [--seed N]
+ *   sverbs_e2e error-modify [--seed N]
+ *   sverbs_e2e events       [--iters N]
+ *   sverbs_e2e stats
+ *
+ * Options also: --send-dev NAME (rxe1) --target-dev NAME (rxe0) --gid N (1).
+ * The seed defaults to E2E_SEED or the clock, and is printed.  Output: one
+ * "ok N - ..." / "not ok N - ..." line per check, "# ..." details, and a last
+ * line "N passed, N failed".  Exit 0 iff nothing failed.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+#include <infiniband/sverbs.h>
+
+#define MAX_SGE	     5
+#define GAP	     32 /* poison between SGEs and regions */
+#define POISON	     0xa5
+#define WRID_MAGIC   0x5e5eull
+#define SIG_EVERY    16 /* a signaled WR at least every SIG_EVERY */
+#define SQ_DEPTH     64
+#define MAX_SEND_LEN (64 * 1024)
+#define KiB	     1024u
+#define MiB	     (1024u * 1024u)
+
+/* ------------------------------------------------------------ reporting */
+
+static int n_pass, n_fail, n_check;
+static int n_bad;	/* detail errors of the current check group */
+static int bad_printed; /* how many of them were printed */
+static bool layer_on;	/* sverbs_query_qp_stats() answered 0 */
+static int imm_len_bad; /* WRITE_WITH_IMM receives with a wrong byte_len */
+static const char *volatile phase = "start";
+
+static void check(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	n_check++;
+	if (ok)
+		n_pass++;
+	else
+		n_fail++;
+	printf("%s %d - ", ok ? "ok" : "not ok", n_check);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+}
+
+/* A detail error: counted, the first 40 printed. */
+static void bad(const char *fmt, ...)
+{
+	va_list ap;
+
+	n_bad++;
+	if (bad_printed++ >= 40)
+		return;
+	printf("#   ERROR: ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+}
+
+static void bad_reset(void)
+{
+	n_bad = 0;
+	bad_printed = 0;
+}
+
+static void note(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("# ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+}
+
+static void __attribute__((noreturn)) die(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("Bail out! ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n%d passed, %d failed\n", n_pass, n_fail + 1);
+	fflush(stdout);
+	exit(1);
+}
+
+/* The watchdog: a stall fails with a message instead of hanging. */
+static unsigned int watchdog_s = 300;
+
+static void on_alarm(int sig)
+{
+	char msg[256];
+	int n;
+
+	(void)sig;
+	n = snprintf(msg, sizeof(msg),
+		     "\nnot ok - WATCHDOG: no progress for %u s in phase '%s' "
+		     "(stall)\n%d passed, %d failed\n",
+		     watchdog_s, phase, n_pass, n_fail + 1);
+	if (write(STDOUT_FILENO, msg, n) < 0)
+		_exit(2);
+	_exit(1);
+}
+
+static void kick_watchdog(void)
+{
+	alarm(watchdog_s);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const char *st(enum ibv_wc_status s)
+{
+	return ibv_wc_status_str(s);
+}
+
+/* ------------------------------------------------------------ random */
+
+static uint64_t rng_state;
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+static uint64_t rnd(void)
+{
+	rng_state += 0x9e3779b97f4a7c15ull;
+	return mix64(rng_state);
+}
+
+static uint32_t rnd_below(uint32_t n)
+{
+	return n ? (uint32_t)(rnd() % n) : 0;
+}
+
+static double rnd_unit(void)
+{
+	return (rnd() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* log-uniform in [lo, hi] */
+static uint32_t rnd_log(uint32_t lo, uint32_t hi)
+{
+	double l = log((double)lo), h = log((double)hi + 1);
+	uint32_t v = (uint32_t)exp(l + (h - l) * rnd_unit());
+
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* ------------------------------------------------------------ pattern */
+
+/* Byte off of the data of WR wr of QP qp. */
+static inline uint8_t pat(uint32_t qp, uint32_t wr, uint64_t off)
+{
+	uint64_t x = mix64(((uint64_t)qp << 56) ^ ((uint64_t)wr << 28) ^
+			   (off >> 3) ^ 0x1234567ull);
+
+	return (uint8_t)(x >> ((off & 7) * 8));
+}
+
+static void fill_pat(uint8_t *p, uint32_t qp, uint32_t wr, uint64_t off,
+		     size_t len, bool invert)
+{
+	uint8_t inv = invert ? 0xff : 0;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = pat(qp, wr, off + i) ^ inv;
+}
+
+/* Index of the first byte that is not the pattern, or -1. */
+static long check_pat(const uint8_t *p, uint32_t qp, uint32_t wr, uint64_t off,
+		      size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i] != pat(qp, wr, off + i))
+			return (long)i;
+	return -1;
+}
+
+static long check_poison(const uint8_t *p, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i] != POISON)
+			return (long)i;
+	return -1;
+}
+
+/* ------------------------------------------------------------ devices */
+
+static const char *send_dev_name = "rxe1", *target_dev_name = "rxe0";
+static int gid_index = 1;
+
+struct dev {
+	const char *name;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	union ibv_gid gid;
+	enum ibv_mtu mtu;
+	uint8_t rd_atom;
+	uint32_t max_inline;
+};
+
+static struct dev sdev, tdev; /* sender (rxe1), target (rxe0) */
+
+static void open_dev(struct dev *d, const char *name)
+{
+	struct ibv_device **list;
+	struct ibv_device_attr da;
+	struct ibv_port_attr pa;
+	int i, n;
+
+	memset(d, 0, sizeof(*d));
+	d->name = name;
+	list = ibv_get_device_list(&n);
+	if (!list)
+		die("ibv_get_device_list: %s", strerror(errno));
+	for (i = 0; i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), name))
+			d->ctx = ibv_open_device(list[i]);
+	ibv_free_device_list(list);
+	if (!d->ctx)
+		die("cannot open device %s", name);
+	d->pd = ibv_alloc_pd(d->ctx);
+	if (!d->pd)
+		die("%s: ibv_alloc_pd: %s", name, strerror(errno));
+	if (ibv_query_port(d->ctx, 1, &pa))
+		die("%s: ibv_query_port failed", name);
+	if (pa.state != IBV_PORT_ACTIVE)
+		die("%s: port 1 not active", name);
+	d->mtu = pa.active_mtu;
+	if (ibv_query_gid(d->ctx, 1, gid_index, &d->gid))
+		die("%s: ibv_query_gid(%d) failed", name, gid_index);
+	if (ibv_query_device(d->ctx, &da))
+		die("%s: ibv_query_device failed", name);
+	d->rd_atom = da.max_qp_rd_atom < 16 ? da.max_qp_rd_atom : 16;
+}
+
+static void open_devs(void)
+{
+	open_dev(&sdev, send_dev_name);
+	open_dev(&tdev, target_dev_name);
+}
+
+static void close_dev(struct dev *d)
+{
+	ibv_dealloc_pd(d->pd);
+	ibv_close_device(d->ctx);
+}
+
+static struct ibv_cq *make_cq(struct dev *d, int cqe,
+			      struct ibv_comp_channel *ch)
+{
+	struct ibv_cq *cq = ibv_create_cq(d->ctx, cqe, NULL, ch, 0);
+
+	if (!cq)
+		die("%s: ibv_create_cq(%d): %s", d->name, cqe, strerror(errno));
+	return cq;
+}
+
+static struct ibv_mr *reg(struct dev *d, void *p, size_t len)
+{
+	struct ibv_mr *mr =
+		ibv_reg_mr(d->pd, p, len,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ);
+
+	if (!mr)
+		die("%s: ibv_reg_mr(%zu): %s", d->name, len, strerror(errno));
+	return mr;
+}
+
+static void *alloc_buf(size_t len)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 4096, len ? len : 1))
+		die("out of memory (%zu bytes)", len);
+	return p;
+}
+
+static struct ibv_qp *make_qp(struct dev *d, struct ibv_cq *scq,
+			      struct ibv_cq *rcq, uint32_t send_wr,
+			      uint32_t recv_wr)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = scq,
+		.recv_cq = rcq,
+		.qp_type = IBV_QPT_RC,
+		.cap = {
+			.max_send_wr = send_wr,
+			.max_recv_wr = recv_wr,
+			.max_send_sge = MAX_SGE,
+			.max_recv_sge = 1,
+			.max_inline_data = 64,
+		},
+	};
+	struct ibv_qp *qp = ibv_create_qp(d->pd, &ia);
+
+	if (!qp)
+		die("%s: ibv_create_qp: %s", d->name, strerror(errno));
+	d->max_inline = ia.cap.max_inline_data;
+	return qp;
+}
+
+static void qp_init(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT,
+		.port_num = 1,
+		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
+				   IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ,
+	};
+
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS))
+		die("modify QP %u to INIT failed", qp->qp_num);
+}
+
+static void qp_rtr_rts(struct dev *d, struct ibv_qp *qp, struct dev *pd,
+		       struct ibv_qp *peer)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = d->mtu < pd->mtu ? d->mtu : pd->mtu,
+		.dest_qp_num = peer->qp_num,
+		.rq_psn = peer->qp_num & 0xffffff,
+		.max_dest_rd_atomic = d->rd_atom,
+		.min_rnr_timer = 12,
+		.ah_attr = {
+			.is_global = 1,
+			.grh = {
+				.dgid = pd->gid,
+				.sgid_index = (uint8_t)gid_index,
+				.hop_limit = 64,
+			},
+			.port_num = 1,
+		},
+	};
+	int ret;
+
+	ret = ibv_modify_qp(qp, &a,
+			    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				    IBV_QP_MAX_DEST_RD_ATOMIC |
+				    IBV_QP_MIN_RNR_TIMER);
+	if (ret)
+		die("modify QP %u to RTR: %s", qp->qp_num, strerror(ret));
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = qp->qp_num & 0xffffff;
+	a.max_rd_atomic = d->rd_atom;
+	ret = ibv_modify_qp(qp, &a,
+			    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+				    IBV_QP_MAX_QP_RD_ATOMIC);
+	if (ret)
+		die("modify QP %u to RTS: %s", qp->qp_num, strerror(ret));
+}
+
+/* A sender QP on sdev connected to a target QP on tdev. */
+struct pair {
+	struct ibv_qp *s, *t;
+};
+
+static struct pair make_pair(struct ibv_cq *s_scq, struct ibv_cq *s_rcq,
+			     struct ibv_cq *t_scq, struct ibv_cq *t_rcq,
+			     uint32_t recv_wr)
+{
+	struct pair p;
+
+	p.s = make_qp(&sdev, s_scq, s_rcq, SQ_DEPTH, 4);
+	p.t = make_qp(&tdev, t_scq, t_rcq, 4, recv_wr);
+	qp_init(p.s);
+	qp_init(p.t);
+	qp_rtr_rts(&sdev, p.s, &tdev, p.t);
+	qp_rtr_rts(&tdev, p.t, &sdev, p.s);
+	return p;
+}
+
+static void detect_layer(struct ibv_qp *qp)
+{
+	struct sverbs_qp_stats s;
+	int ret = sverbs_query_qp_stats(qp, &s);
+	const char *env = getenv("SVERBS");
+
+	layer_on = ret == 0;
+	note("layer %s (sverbs_query_qp_stats: %d; SVERBS=%s)",
+	     layer_on ? "on" : "off", ret, env ? env : "<unset>");
+}
+
+static int poll_cq(struct ibv_cq *cq, struct ibv_wc *wc, int n)
+{
+	int got = ibv_poll_cq(cq, n, wc);
+
+	if (got < 0)
+		die("ibv_poll_cq: %d", got);
+	return got;
+}
+
+static uint64_t make_wrid(uint32_t qp, uint32_t idx)
+{
+	return WRID_MAGIC << 48 | (uint64_t)qp << 32 | idx;
+}
+
+/* Decode a wr_id of ours: false if it is not one. */
+static bool split_wrid(uint64_t id, uint32_t *qp, uint32_t *idx)
+{
+	if (id >> 48 != WRID_MAGIC)
+		return false;
+	*qp = (id >> 32) & 0xffff;
+	*idx = (uint32_t)id;
+	return true;
+}
+
+/*
+ * Post a list; on ENOMEM (every send slot taken) poll with progress() and
+ * repost from *bad_wr.  on_taken(i) is called for every WR taken, in order.
+ */
+typedef int (*progress_fn)(void *arg);
+
+static void post_list(struct ibv_qp *qp, struct ibv_send_wr *first,
+		      progress_fn progress, void *arg,
+		      void (*on_taken)(void *arg, struct ibv_send_wr *wr))
+{
+	struct ibv_send_wr *bad_wr, *w;
+	double t0 = now_s();
+	int ret;
+
+	while (first) {
+		bad_wr = NULL;
+		ret = ibv_post_send(qp, first, &bad_wr);
+		if (ret && ret != ENOMEM)
+			die("ibv_post_send: %s", strerror(ret));
+		if (!ret)
+			bad_wr = NULL;
+		for (w = first; w && w != bad_wr; w = w->next)
+			if (on_taken)
+				on_taken(arg, w);
+		if (!ret)
+			return;
+		if (!bad_wr) {
+			bad("ENOMEM without *bad_wr");
+			return;
+		}
+		for (w = first; w && w != bad_wr; w = w->next)
+			;
+		if (w != bad_wr) {
+			bad("ENOMEM: *bad_wr is not in the posted list");
+			return;
+		}
+		first = bad_wr;
+		if (progress(arg) > 0)
+			t0 = now_s();
+		else if (now_s() - t0 > 60)
+			die("ibv_post_send: ENOMEM for 60 s with no "
+			    "completion");
+	}
+}
+
+/* ================================================================ integrity */
+
+enum kind { K_WRITE, K_WRITE_IMM, K_READ, K_SEND };
+static const char *const kind_name[] = { "WRITE", "WRITE_IMM", "READ", "SEND" };
+
+struct wrp {
+	uint8_t kind, prio, nsge;
+	bool signaled, inl, fence;
+	uint32_t len;
+	uint32_t sge_len[MAX_SGE];
+	uint64_t loff; /* local layout: SGE j at loff + start_j + j * GAP */
+	uint64_t llen;
+	uint64_t roff; /* remote region (WRITE, WRITE_IMM, READ) */
+	int ncomp, nrecv;
+	bool matched; /* SEND: a receive matched it */
+};
+
+struct iqp {
+	uint32_t id;
+	struct pair p;
+	uint32_t nwr, next;
+	struct wrp *w;
+	struct ibv_send_wr *swr;
+	struct ibv_sge *sge;
+	uint8_t *S, *T, *R; /* sender local, target region, recv pool */
+	uint64_t slen, tlen;
+	uint32_t nrecv;
+	struct ibv_mr *smr, *tmr, *rmr;
+	int last_done[SVERBS_NUM_PRIO];
+	uint32_t want_scomp, got_scomp, got_rcomp;
+};
+
+struct ictx {
+	uint32_t nqp;
+	struct iqp *q;
+	struct ibv_cq *scq, *s_rcq, *t_scq, *rcq;
+	uint64_t done;
+};
+
+static uint32_t wr_kind_opcode(const struct wrp *w)
+{
+	switch (w->kind) {
+	case K_WRITE:
+		return IBV_WC_RDMA_WRITE;
+	case K_WRITE_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case K_READ:
+		return IBV_WC_RDMA_READ;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+static void plan_qp(struct iqp *q, uint32_t nwr, bool big, uint32_t bigsz,
+		    uint32_t max_inline)
+{
+	uint64_t loff = 0, roff = 0;
+	uint32_t i, j, unsig = 0;
+
+	q->nwr = nwr;
+	q->w = calloc(nwr, sizeof(*q->w));
+	for (i = 0; i < nwr; i++) {
+		struct wrp *w = &q->w[i];
+		uint32_t r = rnd_below(100), left, k;
+
+		w->kind = r < 35   ? K_WRITE
+			  : r < 50 ? K_WRITE_IMM
+			  : r < 75 ? K_READ
+				   : K_SEND;
+		w->len = rnd_log(1, MiB);
+		if (big && i == nwr / 3) {
+			w->kind = rnd_below(2) ? K_WRITE : K_READ;
+			w->len = bigsz;
+		} else if (big && i == (2 * nwr) / 3) {
+			w->kind = K_WRITE_IMM;
+			w->len = rnd_log(2 * MiB, 4 * MiB);
+		}
+		if (w->kind == K_SEND && w->len > MAX_SEND_LEN)
+			w->len = rnd_log(1, MAX_SEND_LEN);
+		w->prio = (uint8_t)rnd_below(SVERBS_NUM_PRIO);
+		w->signaled = rnd_below(2);
+		if (!w->signaled && ++unsig >= SIG_EVERY)
+			w->signaled = true;
+		if (w->signaled)
+			unsig = 0;
+		w->fence = rnd_below(50) == 0;
+		/* the last WR: fenced, signaled; its completion means all
+		 * WRs before it completed */
+		if (i == nwr - 1) {
+			w->kind = K_WRITE;
+			w->len = 8;
+			w->signaled = true;
+			w->fence = true;
+		}
+		w->nsge = 1;
+		if (w->len >= MAX_SGE && rnd_below(4) == 0)
+			w->nsge = 2 + rnd_below(MAX_SGE - 1);
+		/* uneven SGEs: random cut points */
+		left = w->len;
+		for (j = 0; j < w->nsge; j++) {
+			k = j == w->nsge - 1u
+				    ? left
+				    : 1 + rnd_below(left - (w->nsge - j - 1));
+			w->sge_len[j] = k;
+			left -= k;
+		}
+		w->inl = (w->kind == K_WRITE || w->kind == K_SEND) &&
+			 w->len <= max_inline && rnd_below(3) == 0;
+		w->loff = loff + GAP + rnd_below(8);
+		w->llen = w->len + (uint64_t)w->nsge * GAP;
+		loff = w->loff + w->llen;
+		loff = (loff + 63) & ~63ull;
+		if (w->kind != K_SEND) {
+			w->roff = roff + GAP + rnd_below(8);
+			roff = (w->roff + w->len + 63) & ~63ull;
+		}
+		if (w->kind == K_SEND || w->kind == K_WRITE_IMM)
+			q->nrecv++;
+		if (w->signaled)
+			q->want_scomp++;
+	}
+	q->slen = loff + GAP;
+	q->tlen = roff + GAP;
+}
+
+static uint64_t sge_start(const struct wrp *w, uint32_t j, uint64_t *logical)
+{
+	uint64_t lo = 0;
+	uint32_t k;
+
+	for (k = 0; k < j; k++)
+		lo += w->sge_len[k];
+	*logical = lo;
+	return w->loff + lo + (uint64_t)j * GAP;
+}
+
+static void setup_qp_bufs(struct ictx *c, struct iqp *q)
+{
+	uint32_t i, j, si = 0;
+	uint64_t lo;
+
+	q->S = alloc_buf(q->slen);
+	q->T = alloc_buf(q->tlen);
+	q->R = alloc_buf((size_t)(q->nrecv ? q->nrecv : 1) * MAX_SEND_LEN);
+	memset(q->S, POISON, q->slen);
+	memset(q->T, POISON, q->tlen);
+	memset(q->R, POISON, (size_t)(q->nrecv ? q->nrecv : 1) * MAX_SEND_LEN);
+	for (i = 0; i < q->nwr; i++) {
+		struct wrp *w = &q->w[i];
+		bool src_local = w->kind != K_READ;
+
+		for (j = 0; j < w->nsge; j++) {
+			uint64_t at = sge_start(w, j, &lo);
+
+			fill_pat(q->S + at, q->id, i, lo, w->sge_len[j],
+				 !src_local);
+		}
+		if (w->kind != K_SEND)
+			fill_pat(q->T + w->roff, q->id, i, 0, w->len,
+				 src_local);
+	}
+	q->smr = reg(&sdev, q->S, q->slen);
+	q->tmr = reg(&tdev, q->T, q->tlen);
+	q->rmr = reg(&tdev, q->R,
+		     (size_t)(q->nrecv ? q->nrecv : 1) * MAX_SEND_LEN);
+	q->p = make_pair(c->scq, c->s_rcq, c->t_scq, c->rcq,
+			 q->nrecv ? q->nrecv : 1);
+	for (i = 0; i < q->nrecv; i++) {
+		struct ibv_sge s = {
+			.addr = (uintptr_t)(q->R + (size_t)i * MAX_SEND_LEN),
+			.length = MAX_SEND_LEN,
+			.lkey = q->rmr->lkey,
+		};
+		struct ibv_recv_wr rw = { .wr_id = i,
+					  .sg_list = &s,
+					  .num_sge = 1 },
+				   *bad_rw;
+
+		if (ibv_post_recv(q->p.t, &rw, &bad_rw))
+			die("ibv_post_recv failed");
+	}
+	/* the WRs themselves */
+	q->swr = calloc(q->nwr, sizeof(*q->swr));
+	q->sge = calloc((size_t)q->nwr * MAX_SGE, sizeof(*q->sge));
+	for (i = 0; i < q->nwr; i++) {
+		struct wrp *w = &q->w[i];
+		struct ibv_send_wr *s = &q->swr[i];
+
+		s->wr_id = make_wrid(q->id, i);
+		s->sg_list = &q->sge[si];
+		s->num_sge = w->nsge;
+		for (j = 0; j < w->nsge; j++, si++) {
+			q->sge[si].addr =
+				(uintptr_t)(q->S + sge_start(w, j, &lo));
+			q->sge[si].length = w->sge_len[j];
+			q->sge[si].lkey = q->smr->lkey;
+		}
+		s->opcode = w->kind == K_WRITE ? IBV_WR_RDMA_WRITE
+			    : w->kind == K_WRITE_IMM
+				    ? IBV_WR_RDMA_WRITE_WITH_IMM
+			    : w->kind == K_READ ? IBV_WR_RDMA_READ
+						: IBV_WR_SEND;
+		s->send_flags = SVERBS_PRIO(w->prio);
+		if (w->signaled)
+			s->send_flags |= IBV_SEND_SIGNALED;
+		if (w->inl)
+			s->send_flags |= IBV_SEND_INLINE;
+		if (w->fence)
+			s->send_flags |= IBV_SEND_FENCE;
+		if (w->kind == K_WRITE_IMM)
+			s->imm_data = htonl(q->id << 24 | i);
+		if (w->kind != K_SEND) {
+			s->wr.rdma.remote_addr = (uintptr_t)(q->T + w->roff);
+			s->wr.rdma.rkey = q->tmr->rkey;
+		}
+	}
+	for (i = 0; i < SVERBS_NUM_PRIO; i++)
+		q->last_done[i] = -1;
+}
+
+static struct iqp *iqp_by_qpn(struct ictx *c, uint32_t qpn, bool target)
+{
+	uint32_t i;
+
+	for (i = 0; i < c->nqp; i++)
+		if ((target ? c->q[i].p.t : c->q[i].p.s)->qp_num == qpn)
+			return &c->q[i];
+	return NULL;
+}
+
+static void on_send_wc(struct ictx *c, const struct ibv_wc *wc)
+{
+	uint32_t qi, idx;
+	struct iqp *q;
+	struct wrp *w;
+
+	if (!split_wrid(wc->wr_id, &qi, &idx) || qi >= c->nqp ||
+	    idx >= c->q[qi].nwr) {
+		bad("unknown wr_id 0x%" PRIx64 " (status %s, qp %u)", wc->wr_id,
+		    st(wc->status), wc->qp_num);
+		return;
+	}
+	q = &c->q[qi];
+	w = &q->w[idx];
+	if (++w->ncomp == 1 && w->signaled)
+		q->got_scomp++;
+	if (wc->status != IBV_WC_SUCCESS) {
+		bad("qp %u wr %u (%s %u B): status %s (vendor_err %u)", qi, idx,
+		    kind_name[w->kind], w->len, st(wc->status), wc->vendor_err);
+		return;
+	}
+	if (!w->signaled)
+		bad("qp %u wr %u: completion for an unsignaled WR", qi, idx);
+	else if (w->ncomp > 1)
+		bad("qp %u wr %u: duplicate completion (#%d)", qi, idx,
+		    w->ncomp);
+	if (wc->opcode != wr_kind_opcode(w))
+		bad("qp %u wr %u (%s): opcode %d, expected %u", qi, idx,
+		    kind_name[w->kind], wc->opcode, wr_kind_opcode(w));
+	if (wc->byte_len != w->len)
+		bad("qp %u wr %u (%s): byte_len %u, expected %u", qi, idx,
+		    kind_name[w->kind], wc->byte_len, w->len);
+	if (wc->qp_num != q->p.s->qp_num)
+		bad("qp %u wr %u: qp_num %u, expected %u", qi, idx, wc->qp_num,
+		    q->p.s->qp_num);
+	if ((int)idx <= q->last_done[w->prio])
+		bad("qp %u wr %u (level %u): completed after wr %d of the "
+		    "same level",
+		    qi, idx, w->prio, q->last_done[w->prio]);
+	else
+		q->last_done[w->prio] = (int)idx;
+}
+
+static void on_recv_wc(struct ictx *c, const struct ibv_wc *wc)
+{
+	struct iqp *q = iqp_by_qpn(c, wc->qp_num, true);
+	uint32_t i, qi, idx;
+	struct wrp *w;
+	uint8_t *buf;
+	long at;
+
+	if (!q) {
+		bad("recv completion for unknown qp_num %u", wc->qp_num);
+		return;
+	}
+	if (wc->status != IBV_WC_SUCCESS) {
+		bad("qp %u recv %" PRIu64 ": status %s", q->id, wc->wr_id,
+		    st(wc->status));
+		return;
+	}
+	if (wc->wr_id >= q->nrecv) {
+		bad("qp %u: unknown recv wr_id %" PRIu64, q->id, wc->wr_id);
+		return;
+	}
+	q->got_rcomp++;
+	buf = q->R + wc->wr_id * MAX_SEND_LEN;
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+		uint32_t imm = ntohl(wc->imm_data);
+
+		qi = imm >> 24;
+		idx = imm & 0xffffff;
+		if (!(wc->wc_flags & IBV_WC_WITH_IMM))
+			bad("qp %u: RECV_RDMA_WITH_IMM without IBV_WC_WITH_IMM",
+			    q->id);
+		if (qi != q->id || idx >= q->nwr ||
+		    q->w[idx].kind != K_WRITE_IMM) {
+			bad("qp %u: unexpected immediate 0x%08x", q->id, imm);
+			return;
+		}
+		w = &q->w[idx];
+		if (++w->nrecv > 1)
+			bad("qp %u wr %u: immediate received %d times", q->id,
+			    idx, w->nrecv);
+		if (wc->byte_len != w->len && imm_len_bad++ < 10)
+			note("qp %u wr %u (WRITE_IMM %u B, %u SGEs, level %u): "
+			     "receive byte_len %u",
+			     q->id, idx, w->len, w->nsge, w->prio,
+			     wc->byte_len);
+		/* all the data is there when the immediate arrives */
+		at = check_pat(q->T + w->roff, q->id, idx, 0, w->len);
+		if (at >= 0)
+			bad("qp %u wr %u (WRITE_IMM %u B): byte %ld not yet "
+			    "written when the immediate arrived",
+			    q->id, idx, w->len, at);
+		return;
+	}
+	if (wc->opcode != IBV_WC_RECV) {
+		bad("qp %u: recv opcode %d", q->id, wc->opcode);
+		return;
+	}
+	if (wc->wc_flags & IBV_WC_WITH_IMM)
+		bad("qp %u: RECV for a SEND carries an immediate", q->id);
+	for (i = 0; i < q->nwr; i++) {
+		w = &q->w[i];
+		if (w->kind != K_SEND || w->matched || w->len != wc->byte_len)
+			continue;
+		if (check_pat(buf, q->id, i, 0, w->len) < 0)
+			break;
+	}
+	if (i == q->nwr) {
+		bad("qp %u: a SEND of %u B received whose data matches no "
+		    "SEND posted (recv %" PRIu64 ")",
+		    q->id, wc->byte_len, wc->wr_id);
+		return;
+	}
+	w->matched = true;
+	w->nrecv++;
+	if (wc->byte_len + GAP <= MAX_SEND_LEN &&
+	    check_poison(buf + wc->byte_len, GAP) >= 0)
+		bad("qp %u wr %u: SEND wrote past its %u bytes", q->id, i,
+		    wc->byte_len);
+}
+
+static int idrain(void *arg)
+{
+	struct ictx *c = arg;
+	struct ibv_wc wc[32];
+	int n, i, total = 0;
+
+	n = poll_cq(c->scq, wc, 32);
+	for (i = 0; i < n; i++)
+		on_send_wc(c, &wc[i]);
+	total += n;
+	n = poll_cq(c->rcq, wc, 32);
+	for (i = 0; i < n; i++)
+		on_recv_wc(c, &wc[i]);
+	total += n;
+	/* the sender's recv CQ and the target's send CQ stay empty */
+	n = poll_cq(c->s_rcq, wc, 32) + poll_cq(c->t_scq, wc, 32);
+	if (n)
+		bad("%d completions on a CQ that should stay empty", n);
+	if (total)
+		kick_watchdog();
+	return total;
+}
+
+static struct iqp *taken_q;
+
+static void on_taken(void *arg, struct ibv_send_wr *s)
+{
+	struct iqp *q = taken_q;
+	uint32_t idx = (uint32_t)s->wr_id, j;
+	struct wrp *w = &q->w[idx];
+	uint64_t lo;
+
+	(void)arg;
+	q->next = idx + 1;
+	if (!w->inl)
+		return;
+	/* inline data was copied at post time: the buffer may change now */
+	for (j = 0; j < w->nsge; j++) {
+		uint64_t at = sge_start(w, j, &lo);
+
+		fill_pat(q->S + at, q->id, idx, lo, w->sge_len[j], true);
+	}
+}
+
+static void verify_buffers(struct iqp *q)
+{
+	uint64_t pos = 0, lo, at;
+	uint32_t i, j;
+	long e;
+
+	/* target: regions, and poison between them */
+	for (i = 0; i < q->nwr; i++) {
+		struct wrp *w = &q->w[i];
+
+		if (w->kind == K_SEND)
+			continue;
+		e = check_poison(q->T + pos, w->roff - pos);
+		if (e >= 0)
+			bad("qp %u: target byte %" PRIu64
+			    " (before wr %u) overwritten",
+			    q->id, pos + e, i);
+		e = check_pat(q->T + w->roff, q->id, i, 0, w->len);
+		if (e >= 0)
+			bad("qp %u wr %u (%s %u B, %u SGEs, level %u): target "
+			    "byte %ld wrong (0x%02x, expected 0x%02x)",
+			    q->id, i, kind_name[w->kind], w->len, w->nsge,
+			    w->prio, e, q->T[w->roff + e], pat(q->id, i, e));
+		pos = w->roff + w->len;
+	}
+	e = check_poison(q->T + pos, q->tlen - pos);
+	if (e >= 0)
+		bad("qp %u: target byte %" PRIu64 " (tail) overwritten", q->id,
+		    pos + e);
+	/* sender: READ destinations, sources unchanged, gaps intact */
+	pos = 0;
+	for (i = 0; i < q->nwr; i++) {
+		struct wrp *w = &q->w[i];
+
+		for (j = 0; j < w->nsge; j++) {
+			at = sge_start(w, j, &lo);
+			e = check_poison(q->S + pos, at - pos);
+			if (e >= 0)
+				bad("qp %u wr %u: local byte %" PRIu64
+				    " (gap before SGE %u) overwritten",
+				    q->id, i, pos + e, j);
+			pos = at + w->sge_len[j];
+			if (w->inl)
+				continue;
+			e = check_pat(q->S + at, q->id, i, lo, w->sge_len[j]);
+			if (e >= 0)
+				bad("qp %u wr %u (%s %u B): local SGE %u byte "
+				    "%ld wrong",
+				    q->id, i, kind_name[w->kind], w->len, j, e);
+		}
+	}
+	e = check_poison(q->S + pos, q->slen - pos);
+	if (e >= 0)
+		bad("qp %u: local byte %" PRIu64 " (tail) overwritten", q->id,
+		    pos + e);
+}
+
+static int cmd_integrity(uint32_t nqp, uint32_t nwr)
+{
+	struct ictx c = { .nqp = nqp };
+	uint64_t bytes = 0, nrecv_total = 0, nsig = 0, nwr_total = 0;
+	uint32_t i, j, left, counts[4] = { 0 };
+	struct ibv_wc wc[8];
+	double t0, last;
+	bool done;
+	int errs;
+
+	phase = "integrity: setup";
+	c.q = calloc(nqp, sizeof(*c.q));
+	c.scq = make_cq(&sdev, (int)(nqp * SQ_DEPTH), NULL);
+	c.s_rcq = make_cq(&sdev, (int)(nqp * 4), NULL);
+	c.t_scq = make_cq(&tdev, (int)(nqp * 4), NULL);
+	for (i = 0; i < nqp; i++) {
+		c.q[i].id = i;
+		plan_qp(&c.q[i], nwr, true,
+			i == 0 ? 16 * MiB : rnd_log(4 * MiB, 16 * MiB), 64);
+		nrecv_total += c.q[i].nrecv;
+	}
+	c.rcq = make_cq(&tdev, (int)nrecv_total + 1, NULL);
+	for (i = 0; i < nqp; i++) {
+		setup_qp_bufs(&c, &c.q[i]);
+		for (j = 0; j < nwr; j++) {
+			bytes += c.q[i].w[j].len;
+			counts[c.q[i].w[j].kind]++;
+		}
+		nsig += c.q[i].want_scomp;
+		nwr_total += nwr;
+	}
+	if (sdev.max_inline < 64)
+		note("max_inline_data is %u", sdev.max_inline);
+	detect_layer(c.q[0].p.s);
+	note("integrity: %u QPs x %u WRs (%u WRITE, %u WRITE_IMM, %u READ, "
+	     "%u SEND), %" PRIu64 " bytes, %" PRIu64 " signaled, %" PRIu64
+	     " receives",
+	     nqp, nwr, counts[K_WRITE], counts[K_WRITE_IMM], counts[K_READ],
+	     counts[K_SEND], bytes, nsig, nrecv_total);
+
+	bad_reset();
+	phase = "integrity: posting";
+	kick_watchdog();
+	t0 = now_s();
+	for (;;) {
+		struct iqp *q;
+		uint32_t k, n;
+
+		left = 0;
+		for (i = 0; i < nqp; i++)
+			left += c.q[i].nwr - c.q[i].next;
+		if (!left)
+			break;
+		do {
+			q = &c.q[rnd_below(nqp)];
+		} while (q->next == q->nwr);
+		n = rnd_below(10) < 4 ? 1 : 2 + rnd_below(7);
+		if (n > q->nwr - q->next)
+			n = q->nwr - q->next;
+		for (k = 0; k < n; k++)
+			q->swr[q->next + k].next =
+				k + 1 < n ? &q->swr[q->next + k + 1] : NULL;
+		taken_q = q;
+		post_list(q->p.s, &q->swr[q->next], idrain, &c, on_taken);
+		if (rnd_below(3) == 0)
+			idrain(&c);
+	}
+	phase = "integrity: waiting for completions";
+	last = now_s();
+	for (;;) {
+		uint64_t got_s = 0, got_r = 0;
+
+		for (i = 0; i < nqp; i++) {
+			got_s += c.q[i].got_scomp;
+			got_r += c.q[i].got_rcomp;
+		}
+		done = got_s >= nsig && got_r >= nrecv_total;
+		if (done)
+			break;
+		if (idrain(&c))
+			last = now_s();
+		else if (now_s() - last > 60) {
+			bad("no completion for 60 s: %" PRIu64 "/%" PRIu64
+			    " send, %" PRIu64 "/%" PRIu64 " recv completions",
+			    got_s, nsig, got_r, nrecv_total);
+			break;
+		}
+	}
+	note("all posted and completed in %.1f s", now_s() - t0);
+	/* late extras (duplicates, unknown wr_ids) */
+	phase = "integrity: checking for late completions";
+	last = now_s();
+	while (now_s() - last < 0.3)
+		idrain(&c);
+	errs = n_bad;
+	for (i = 0; i < nqp; i++) {
+		struct iqp *q = &c.q[i];
+
+		for (j = 0; j < q->nwr; j++) {
+			struct wrp *w = &q->w[j];
+
+			if (w->signaled && w->ncomp == 0)
+				bad("qp %u wr %u (%s %u B, level %u): no "
+				    "completion",
+				    i, j, kind_name[w->kind], w->len, w->prio);
+			if ((w->kind == K_SEND || w->kind == K_WRITE_IMM) &&
+			    w->nrecv != 1)
+				bad("qp %u wr %u (%s %u B): %d receive "
+				    "completions",
+				    i, j, kind_name[w->kind], w->len, w->nrecv);
+		}
+	}
+	check(n_bad == 0,
+	      "integrity: every signaled WR exactly one successful completion "
+	      "(wr_id, opcode, byte_len, qp_num, in order per level), no "
+	      "unknown/duplicate/extra, one receive per SEND/WRITE_IMM "
+	      "(%d errors)",
+	      n_bad);
+	(void)errs;
+	check(imm_len_bad == 0,
+	      "integrity: the receive completion of every WRITE_WITH_IMM has "
+	      "byte_len == the WR's length, as stock (%d wrong)",
+	      imm_len_bad);
+	bad_reset();
+	phase = "integrity: verifying data";
+	kick_watchdog();
+	for (i = 0; i < nqp; i++)
+		verify_buffers(&c.q[i]);
+	check(n_bad == 0,
+	      "integrity: every byte of every WRITE/READ region and SGE right, "
+	      "gaps and guards untouched (%d errors)",
+	      n_bad);
+
+	for (i = 0; i < nqp; i++) {
+		struct iqp *q = &c.q[i];
+		struct sverbs_qp_stats s;
+
+		if (layer_on && !sverbs_query_qp_stats(q->p.s, &s))
+			note("qp %u stats: wrs %" PRIu64 " wqes %" PRIu64
+			     " doorbells %" PRIu64 " held %" PRIu64 " slice %u",
+			     i, s.wrs, s.wqes, s.doorbells, s.held_wrs,
+			     s.slice_bytes);
+		ibv_destroy_qp(q->p.s);
+		ibv_destroy_qp(q->p.t);
+		ibv_dereg_mr(q->smr);
+		ibv_dereg_mr(q->tmr);
+		ibv_dereg_mr(q->rmr);
+		free(q->S);
+		free(q->T);
+		free(q->R);
+		free(q->w);
+		free(q->swr);
+		free(q->sge);
+	}
+	(void)poll_cq(c.scq, wc, 8);
+	ibv_destroy_cq(c.scq);
+	ibv_destroy_cq(c.s_rcq);
+	ibv_destroy_cq(c.t_scq);
+	ibv_destroy_cq(c.rcq);
+	free(c.q);
+	(void)nwr_total;
+	return 0;
+}
+
+/* ============================================================ error tests */
+
+/* A simple single-QP-pair rig for the error and event tests. */
+struct rig {
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *scq, *s_rcq, *t_scq, *t_rcq;
+	uint8_t *S, *T;
+	size_t len;
+	struct ibv_mr *smr, *tmr;
+};
+
+static void rig_open(struct rig *r, size_t len, bool channel)
+{
+	memset(r, 0, sizeof(*r));
+	if (channel) {
+		r->ch = ibv_create_comp_channel(sdev.ctx);
+		if (!r->ch)
+			die("ibv_create_comp_channel: %s", strerror(errno));
+	}
+	r->scq = make_cq(&sdev, 4 * SQ_DEPTH, r->ch);
+	r->s_rcq = make_cq(&sdev, 16, NULL);
+	r->t_scq = make_cq(&tdev, 16, NULL);
+	r->t_rcq = make_cq(&tdev, 256, NULL);
+	r->len = len;
+	r->S = alloc_buf(len);
+	r->T = alloc_buf(len);
+	r->smr = reg(&sdev, r->S, len);
+	r->tmr = reg(&tdev, r->T, len);
+}
+
+static struct pair rig_pair(struct rig *r)
+{
+	return make_pair(r->scq, r->s_rcq, r->t_scq, r->t_rcq, 64);
+}
+
+static void rig_close(struct rig *r)
+{
+	ibv_dereg_mr(r->smr);
+	ibv_dereg_mr(r->tmr);
+	free(r->S);
+	free(r->T);
+	ibv_destroy_cq(r->scq);
+	ibv_destroy_cq(r->s_rcq);
+	ibv_destroy_cq(r->t_scq);
+	ibv_destroy_cq(r->t_rcq);
+	if (r->ch)
+		ibv_destroy_comp_channel(r->ch);
+}
+
+/* One planned WR of an error test. */
+struct ewr {
+	uint32_t qp, idx, len, prio;
+	uint64_t off; /* same offset in S and T */
+	enum ibv_wr_opcode op;
+	bool signaled;
+	uint32_t rkey;
+	/* results */
+	int n, n_ok, n_flush, n_other;
+	enum ibv_wc_status other;
+};
+
+struct eset {
+	struct ewr *w;
+	uint32_t n, cap;
+	uint64_t used; /* bytes of S/T used */
+	int unknown;
+};
+
+static struct ewr *eset_add(struct eset *e, struct rig *r, uint32_t qp,
+			    enum ibv_wr_opcode op, uint32_t len, uint32_t prio,
+			    bool signaled)
+{
+	struct ewr *w;
+
+	if (e->n == e->cap) {
+		e->cap = e->cap ? 2 * e->cap : 64;
+		e->w = realloc(e->w, e->cap * sizeof(*e->w));
+	}
+	w = &e->w[e->n];
+	memset(w, 0, sizeof(*w));
+	w->qp = qp;
+	w->idx = e->n++;
+	w->len = len;
+	w->prio = prio;
+	w->op = op;
+	w->signaled = signaled;
+	w->off = (e->used + 63) & ~63ull;
+	w->rkey = r->tmr->rkey;
+	e->used = w->off + len;
+	if (e->used > r->len)
+		die("error test: buffers too small");
+	/* WRITE: source pattern, target inverted; READ the other way */
+	fill_pat(r->S + w->off, qp, w->idx, 0, len, op == IBV_WR_RDMA_READ);
+	fill_pat(r->T + w->off, qp, w->idx, 0, len, op != IBV_WR_RDMA_READ);
+	return w;
+}
+
+static struct ibv_send_wr *ewr_build(struct rig *r, struct ewr *w,
+				     struct ibv_send_wr *s, struct ibv_sge *g)
+{
+	memset(s, 0, sizeof(*s));
+	g->addr = (uintptr_t)(r->S + w->off);
+	g->length = w->len;
+	g->lkey = r->smr->lkey;
+	s->wr_id = make_wrid(w->qp, w->idx);
+	s->sg_list = g;
+	s->num_sge = 1;
+	s->opcode = w->op;
+	s->send_flags =
+		SVERBS_PRIO(w->prio) | (w->signaled ? IBV_SEND_SIGNALED : 0);
+	if (w->op == IBV_WR_SEND_WITH_IMM ||
+	    w->op == IBV_WR_RDMA_WRITE_WITH_IMM)
+		s->imm_data = htonl(w->idx);
+	s->wr.rdma.remote_addr = (uintptr_t)(r->T + w->off);
+	s->wr.rdma.rkey = w->rkey;
+	return s;
+}
+
+static struct ibv_cq *e_cq;
+
+static int e_drain_cq(struct eset *e, struct ibv_cq *cq)
+{
+	struct ibv_wc wc[32];
+	uint32_t qi, idx;
+	int n, i;
+
+	n = poll_cq(cq, wc, 32);
+	for (i = 0; i < n; i++) {
+		struct ewr *w;
+
+		if (!split_wrid(wc[i].wr_id, &qi, &idx) || idx >= e->n ||
+		    e->w[idx].qp != qi) {
+			e->unknown++;
+			bad("unknown wr_id 0x%" PRIx64
+			    " (status %s, qp_num %u)",
+			    wc[i].wr_id, st(wc[i].status), wc[i].qp_num);
+			continue;
+		}
+		w = &e->w[idx];
+		w->n++;
+		if (wc[i].status == IBV_WC_SUCCESS)
+			w->n_ok++;
+		else if (wc[i].status == IBV_WC_WR_FLUSH_ERR)
+			w->n_flush++;
+		else {
+			w->n_other++;
+			w->other = wc[i].status;
+		}
+	}
+	if (n)
+		kick_watchdog();
+	return n;
+}
+
+static int e_drain(void *arg)
+{
+	return e_drain_cq(arg, e_cq);
+}
+
+/* Poll until done(e) or 30 s without a completion; then 0.5 s more. */
+static bool e_wait(struct eset *e, struct ibv_cq *cq,
+		   bool (*done)(struct eset *e, void *arg), void *arg,
+		   double grace)
+{
+	double last = now_s();
+	bool ok = true;
+
+	while (!done(e, arg)) {
+		if (e_drain_cq(e, cq))
+			last = now_s();
+		else if (now_s() - last > 30) {
+			ok = false;
+			break;
+		}
+	}
+	last = now_s();
+	while (now_s() - last < grace)
+		if (e_drain_cq(e, cq))
+			last = now_s();
+	return ok;
+}
+
+static void post_one(struct ibv_qp *qp, struct rig *r, struct ewr *w,
+		     struct eset *e)
+{
+	struct ibv_send_wr s;
+	struct ibv_sge g;
+
+	post_list(qp, ewr_build(r, w, &s, &g), e_drain, e, NULL);
+}
+
+static void post_many(struct ibv_qp *qp, struct rig *r, struct ewr **ws,
+		      uint32_t n, struct eset *e)
+{
+	struct ibv_send_wr s[64];
+	struct ibv_sge g[64];
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		ewr_build(r, ws[i], &s[i], &g[i]);
+		s[i].next = i + 1 < n ? &s[i + 1] : NULL;
+	}
+	post_list(qp, &s[0], e_drain, e, NULL);
+}
+
+struct rkey_expect {
+	uint32_t first_after, end; /* after-WRs: [first_after, end) */
+	uint32_t bad;
+};
+
+static bool rkey_done(struct eset *e, void *arg)
+{
+	struct rkey_expect *x = arg;
+	uint32_t i;
+
+	for (i = 0; i < e->n; i++) {
+		struct ewr *w = &e->w[i];
+
+		if (i < x->bad && w->signaled && !w->n)
+			return false;
+		if (i == x->bad && !w->n)
+			return false;
+		/* stock: only signaled flushes are certain */
+		if (i > x->bad && !w->n && (layer_on || w->signaled))
+			return false;
+	}
+	return true;
+}
+
+static enum ibv_wc_status stock_bad_status = IBV_WC_REM_ACCESS_ERR;
+
+static void error_rkey_round(bool bad_signaled)
+{
+	const char *tag = bad_signaled ? "signaled" : "unsignaled";
+	struct rkey_expect x;
+	struct eset e = { 0 };
+	struct ewr *before[8], *after[32], *w;
+	struct rig r;
+	struct pair p;
+	uint32_t i, nb = 0, na = 0, unsig_after_flush = 0, unsig_after_none = 0;
+	bool ok;
+
+	phase = "error-rkey";
+	rig_open(&r, 24 * MiB, false);
+	p = rig_pair(&r);
+	detect_layer(p.s);
+	e_cq = r.scq;
+	bad_reset();
+	/* 6 WRs before (one level: FIFO), alternately signaled */
+	for (i = 0; i < 6; i++)
+		before[nb++] = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE,
+					rnd_log(KiB, 256 * KiB), 4, i % 2 == 1);
+	x.bad = e.n;
+	w = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 8 * MiB, 4, bad_signaled);
+	w->rkey = r.tmr->rkey ^ 0x5a5a00;
+	x.first_after = e.n;
+	for (i = 0; i < 16; i++)
+		after[na++] = eset_add(
+			&e, &r, 0,
+			i % 4 == 3 ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
+			rnd_log(64, MiB), 4 + (i % 4 == 1 ? 3 : 0), i % 3 != 1);
+	after[na - 1]->signaled = true;
+	x.end = e.n;
+	/* before: one list; the bad one singly; after: lists and singles */
+	post_many(p.s, &r, before, nb, &e);
+	post_one(p.s, &r, &e.w[x.bad], &e);
+	post_many(p.s, &r, after, 5, &e);
+	for (i = 5; i < 9; i++)
+		post_one(p.s, &r, after[i], &e);
+	post_many(p.s, &r, after + 9, na - 9, &e);
+	kick_watchdog();
+	ok = e_wait(&e, r.scq, rkey_done, &x, 0.5);
+	check(ok,
+	      "error-rkey (bad WR %s): every expected completion came, "
+	      "no hang",
+	      tag);
+	/* later posts to the QP in error */
+	{
+		struct ewr *late[2];
+
+		late[0] = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 4 * KiB, 4,
+				   true);
+		late[1] = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 300 * KiB, 2,
+				   false);
+		x.end = e.n;
+		post_one(p.s, &r, late[1], &e);
+		post_one(p.s, &r, late[0], &e);
+		ok = e_wait(&e, r.scq, rkey_done, &x, 0.5);
+		check(ok,
+		      "error-rkey (bad WR %s): posts after the error "
+		      "complete, no hang",
+		      tag);
+	}
+	for (i = 0; i < e.n; i++) {
+		w = &e.w[i];
+		if (w->n > 1)
+			bad("wr %u: %d completions (duplicate)", i, w->n);
+	}
+	check(e.unknown == 0 && n_bad == 0,
+	      "error-rkey (bad WR %s): no unknown wr_id, no duplicate", tag);
+	bad_reset();
+	for (i = 0; i < x.bad; i++) {
+		w = &e.w[i];
+		if (w->signaled && (w->n != 1 || w->n_ok != 1))
+			bad("before wr %u (signaled): %d completions, %d ok", i,
+			    w->n, w->n_ok);
+		if (!w->signaled && w->n)
+			bad("before wr %u (unsignaled): %d completions", i,
+			    w->n);
+		if (check_pat(r.T + w->off, 0, i, 0, w->len) >= 0)
+			bad("before wr %u: data not written", i);
+	}
+	check(n_bad == 0,
+	      "error-rkey (bad WR %s): the WRs before it succeeded (signaled: "
+	      "one success; unsignaled: none; data written)",
+	      tag);
+	bad_reset();
+	w = &e.w[x.bad];
+	note("bad WR: %d completions, status %s", w->n,
+	     w->n_other	  ? st(w->other)
+	     : w->n_flush ? "FLUSH"
+			  : "success");
+	if (!layer_on && w->n == 1 && w->n_other)
+		stock_bad_status = w->other;
+	check(w->n == 1 && w->n_other == 1 && w->other == stock_bad_status,
+	      "error-rkey (bad WR %s): exactly one completion, status %s", tag,
+	      st(stock_bad_status));
+	for (i = x.first_after; i < e.n; i++) {
+		w = &e.w[i];
+		if (w->n_ok || w->n_other)
+			bad("after wr %u: status %s", i,
+			    w->n_ok ? "success" : st(w->other));
+		else if (w->signaled && w->n_flush != 1)
+			bad("after wr %u (signaled): %d flushes", i,
+			    w->n_flush);
+		else if (!w->signaled && w->n_flush > 1)
+			bad("after wr %u (unsignaled): %d flushes", i,
+			    w->n_flush);
+		if (!w->signaled && w->n_flush)
+			unsig_after_flush++;
+		if (!w->signaled && !w->n_flush)
+			unsig_after_none++;
+	}
+	note("unsignaled WRs after the error: %u flushed, %u without "
+	     "completion",
+	     unsig_after_flush, unsig_after_none);
+	check(n_bad == 0,
+	      "error-rkey (bad WR %s): every signaled WR after it exactly one "
+	      "FLUSH_ERR, none succeeded",
+	      tag);
+	if (layer_on)
+		check(unsig_after_none == 0,
+		      "error-rkey (bad WR %s): layer: every unsignaled WR "
+		      "after "
+		      "it exactly one FLUSH_ERR too (%u missing)",
+		      tag, unsig_after_none);
+	bad_reset();
+	ibv_destroy_qp(p.s);
+	ibv_destroy_qp(p.t);
+	rig_close(&r);
+	free(e.w);
+}
+
+static int cmd_error_rkey(void)
+{
+	error_rkey_round(true);
+	error_rkey_round(false);
+	return 0;
+}
+
+struct sig_expect {
+	uint32_t qp;
+};
+
+/* every signaled WR of qp (all if ~0u) has a completion */
+static bool signaled_done(struct eset *e, void *arg)
+{
+	struct sig_expect *x = arg;
+	uint32_t i;
+
+	for (i = 0; i < e->n; i++)
+		if ((x->qp == ~0u || e->w[i].qp == x->qp) && e->w[i].signaled &&
+		    !e->w[i].n)
+			return false;
+	return true;
+}
+
+/* results of a flushed QP: signaled exactly one, unsignaled at most one
+ * FLUSH (layer) and, without a completion, complete data. */
+static void judge_flushed(struct eset *e, struct rig *r, uint32_t qp,
+			  const char *what, bool layer_strict)
+{
+	uint32_t i, n_ok = 0, n_fl = 0, n_none = 0, n_sig = 0, n_wr = 0;
+
+	bad_reset();
+	for (i = 0; i < e->n; i++) {
+		struct ewr *w = &e->w[i];
+
+		if (w->qp != qp)
+			continue;
+		n_wr++;
+		n_sig += w->signaled;
+		if (w->n > 1)
+			bad("%s wr %u: %d completions (duplicate)", what, i,
+			    w->n);
+		if (w->n_other)
+			bad("%s wr %u: status %s", what, i, st(w->other));
+		if (w->signaled && w->n == 0 && (layer_on || layer_strict))
+			bad("%s wr %u (signaled): no completion", what, i);
+		else if (w->signaled && w->n == 0)
+			n_bad++; /* stock: counted, not printed */
+		if (!w->signaled && w->n_ok)
+			bad("%s wr %u (unsignaled): a success completion", what,
+			    i);
+		n_ok += w->n_ok;
+		n_fl += w->n_flush;
+		if (!w->n) {
+			n_none++;
+			if (layer_strict &&
+			    check_pat(r->T + w->off, qp, i, 0, w->len) >= 0)
+				bad("%s wr %u (unsignaled, %u B): no "
+				    "completion "
+				    "but its data is not all written: lost",
+				    what, i, w->len);
+		}
+	}
+	note("%s: %u WRs (%u signaled): %u success, %u FLUSH_ERR, %u without "
+	     "completion",
+	     what, n_wr, n_sig, n_ok, n_fl, n_none);
+}
+
+static int cmd_error_modify(void)
+{
+	struct eset e = { 0 };
+	struct ewr *ws[64];
+	struct sig_expect x;
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct rig r;
+	struct pair p, pb, pc;
+	uint32_t i, n, round;
+	bool ok;
+
+	/* ---- modify to ERR with many WRs queued: at once, and after the
+	 * first completion */
+	for (round = 0; round < 2; round++) {
+		const char *when =
+			round ? "after a first completion" : "at once";
+
+		phase = "error-modify: modify to ERR";
+		rig_open(&r, 64 * MiB, false);
+		p = rig_pair(&r);
+		detect_layer(p.s);
+		e_cq = r.scq;
+		bad_reset();
+		n = 0;
+		for (i = 0; i < 24; i++)
+			ws[n++] = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE,
+					   rnd_log(256 * KiB, 2 * MiB),
+					   rnd_below(SVERBS_NUM_PRIO),
+					   i == 0 || rnd_below(2));
+		post_many(p.s, &r, ws, 10, &e);
+		for (i = 10; i < n; i++)
+			post_one(p.s, &r, ws[i], &e);
+		kick_watchdog();
+		if (round) {
+			bool seen = false;
+
+			while (!seen) {
+				e_drain(&e);
+				for (i = 0; i < e.n; i++)
+					seen |= e.w[i].n > 0;
+			}
+		}
+		if (ibv_modify_qp(p.s, &a, IBV_QP_STATE))
+			die("ibv_modify_qp(ERR) failed");
+		x.qp = 0;
+		kick_watchdog();
+		ok = e_wait(&e, r.scq, signaled_done, &x, 2.0);
+		check(ok,
+		      "error-modify (ERR %s): every signaled WR completed, no "
+		      "hang",
+		      when);
+		check(e.unknown == 0, "error-modify (ERR %s): no unknown wr_id",
+		      when);
+		judge_flushed(&e, &r, 0, "modify-ERR", layer_on);
+		check(n_bad == 0,
+		      "error-modify (ERR %s): every WR once (success or "
+		      "FLUSH_ERR), none duplicated%s",
+		      when,
+		      layer_on ? ", no unsignaled WR lost (no completion => "
+				 "data all written)"
+			       : " (stock)");
+		ibv_destroy_qp(p.s);
+		ibv_destroy_qp(p.t);
+		rig_close(&r);
+		free(e.w);
+		memset(&e, 0, sizeof(e));
+	}
+
+	/* ---- destroy a QP with WRs queued; another QP shares its CQ */
+	phase = "error-modify: destroy";
+	rig_open(&r, 64 * MiB, false);
+	pb = rig_pair(&r);
+	pc = rig_pair(&r);
+	e_cq = r.scq;
+	bad_reset();
+	n = 0;
+	for (i = 0; i < 24; i++)
+		ws[n++] = eset_add(&e, &r, 1, IBV_WR_RDMA_WRITE,
+				   rnd_log(256 * KiB, 2 * MiB),
+				   rnd_below(SVERBS_NUM_PRIO), rnd_below(2));
+	post_many(pb.s, &r, ws, n, &e);
+	n = 0;
+	for (i = 0; i < 4; i++)
+		ws[n++] = eset_add(&e, &r, 2, IBV_WR_RDMA_WRITE,
+				   rnd_log(4 * KiB, 2 * MiB),
+				   rnd_below(SVERBS_NUM_PRIO), i == 3);
+	post_many(pc.s, &r, ws, n, &e);
+	if (ibv_destroy_qp(pb.s))
+		die("ibv_destroy_qp with WRs queued failed");
+	ibv_destroy_qp(pb.t);
+	/* more on the surviving QP after the destroy */
+	n = 0;
+	for (i = 0; i < 4; i++)
+		ws[n++] =
+			eset_add(&e, &r, 2, IBV_WR_RDMA_WRITE, rnd_log(64, MiB),
+				 rnd_below(SVERBS_NUM_PRIO), true);
+	post_many(pc.s, &r, ws, n, &e);
+	x.qp = layer_on ? ~0u : 2;
+	kick_watchdog();
+	ok = e_wait(&e, r.scq, signaled_done, &x, 1.0);
+	check(ok, "error-modify: %s after destroy, no hang",
+	      layer_on ? "every signaled WR of the destroyed QP has its "
+			 "completion in the CQ"
+		       : "the surviving QP's WRs complete");
+	check(e.unknown == 0,
+	      "error-modify: no unknown wr_id after destroying a QP");
+	judge_flushed(&e, &r, 1, "destroyed", false);
+	if (layer_on)
+		check(n_bad == 0,
+		      "error-modify: destroyed QP: every signaled WR exactly "
+		      "one completion (success or FLUSH_ERR), no duplicate");
+	else
+		note("stock: completions of a destroyed QP are not "
+		     "guaranteed (%d signaled WRs without one)",
+		     n_bad);
+	bad_reset();
+	for (i = 0; i < e.n; i++) {
+		struct ewr *w = &e.w[i];
+
+		if (w->qp != 2)
+			continue;
+		if (w->n > 1 || (w->signaled && w->n_ok != 1) ||
+		    (!w->signaled && w->n))
+			bad("surviving wr %u: %d completions, %d ok", i, w->n,
+			    w->n_ok);
+		if (check_pat(r.T + w->off, 2, i, 0, w->len) >= 0)
+			bad("surviving wr %u: data not written", i);
+	}
+	check(n_bad == 0,
+	      "error-modify: the QP sharing the CQ is unaffected (exact "
+	      "completions, data)");
+	ibv_destroy_qp(pc.s);
+	ibv_destroy_qp(pc.t);
+	rig_close(&r);
+	free(e.w);
+	return 0;
+}
+
+/* ============================================================ events */
+
+static uint32_t ev_iter;
+
+static int ev_wait(struct rig *r, struct eset *e, uint32_t want,
+		   uint32_t *events, uint32_t *empty)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+	uint32_t got = 0;
+	int n;
+
+	while (got < want) {
+		if (ibv_get_cq_event(r->ch, &cq, &ctx))
+			die("ibv_get_cq_event failed");
+		ibv_ack_cq_events(cq, 1);
+		(*events)++;
+		if (cq != r->scq)
+			bad("event for an unknown CQ");
+		if (ibv_req_notify_cq(r->scq, 0))
+			die("ibv_req_notify_cq failed");
+		n = 0;
+		for (;;) {
+			int k = e_drain_cq(e, r->scq);
+
+			if (!k)
+				break;
+			n += k;
+		}
+		if (!n)
+			(*empty)++;
+		got += n;
+	}
+	return (int)got;
+}
+
+static int cmd_events(uint32_t iters)
+{
+	struct eset e = { 0 };
+	struct ewr *ws[32], *w;
+	struct rig r;
+	struct pair p;
+	uint32_t i, events = 0, empty = 0, n;
+	int got;
+	const char *budget = getenv("SVERBS_BATCH_BUDGET_US");
+
+	phase = "events: setup";
+	rig_open(&r, (size_t)iters * 64 + 20 * 32 * 64 + 8 * MiB, true);
+	p = rig_pair(&r);
+	detect_layer(p.s);
+	note("events: %u x one 64 B WRITE per post, wait on the channel "
+	     "(SVERBS_BATCH_BUDGET_US=%s)",
+	     iters, budget ? budget : "<unset>");
+	if (ibv_req_notify_cq(r.scq, 0))
+		die("ibv_req_notify_cq failed");
+	bad_reset();
+	watchdog_s = 30;
+	for (i = 0; i < iters; i++) {
+		ev_iter = i;
+		phase = "events: waiting for the event of a single 64 B WRITE";
+		kick_watchdog();
+		/* levels 1..7 may be held under a budget; some level 0 */
+		w = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 64,
+			     i % 8 == 0 ? 0 : 1 + i % 7, true);
+		post_one(p.s, &r, w, &e);
+		got = ev_wait(&r, &e, 1, &events, &empty);
+		if (got != 1 || w->n != 1 || w->n_ok != 1)
+			bad("iteration %u: %d completions, this WR %d (%d ok)",
+			    i, got, w->n, w->n_ok);
+		if (n_bad > 20)
+			break;
+	}
+	note("%u events, %u found only internal completions", events, empty);
+	check(n_bad == 0 && e.unknown == 0,
+	      "events: %u single WRITEs, each exactly one successful "
+	      "completion through the channel, no stall",
+	      iters);
+	bad_reset();
+	for (i = 0; i < e.n; i++)
+		if (check_pat(r.T + e.w[i].off, 0, i, 0, 64) >= 0)
+			bad("wr %u: data not written", i);
+	check(n_bad == 0, "events: data of every single WRITE written");
+
+	/* bursts of single posts (a budget grows its batch target and holds
+	 * WRs), then block: a held WR must go by the timer or the arm */
+	bad_reset();
+	phase = "events: burst of 32 single posts, then block on the channel";
+	for (i = 0; i < 20; i++) {
+		uint32_t k, want = 0;
+
+		kick_watchdog();
+		n = 0;
+		for (k = 0; k < 32; k++) {
+			ws[n] = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 64,
+					 1 + (k + i) % 7, k % 8 == 7);
+			want += ws[n]->signaled;
+			post_one(p.s, &r, ws[n++], &e);
+		}
+		got = ev_wait(&r, &e, want, &events, &empty);
+		for (k = 0; k < n; k++) {
+			w = ws[k];
+			if (w->signaled ? (w->n != 1 || w->n_ok != 1)
+					: w->n != 0)
+				bad("burst %u wr %u: %d completions, %d ok", i,
+				    k, w->n, w->n_ok);
+			if (check_pat(r.T + w->off, 0, w->idx, 0, 64) >= 0)
+				bad("burst %u wr %u: data not written", i, k);
+		}
+	}
+	{
+		struct sverbs_qp_stats s;
+
+		if (!sverbs_query_qp_stats(p.s, &s))
+			note("held WQEs so far: %" PRIu64 " (p99 hold %" PRIu64
+			     " ns)",
+			     s.held_wrs, s.held_p99_ns);
+	}
+	check(n_bad == 0 && e.unknown == 0,
+	      "events: 20 bursts of 32 single posts then block: exact "
+	      "completions through the channel, data written, no stall");
+
+	/* a 4 MiB WRITE then small ones, all pumped by events */
+	bad_reset();
+	phase = "events: 4 MiB WRITE + 16 small, pumped by events";
+	kick_watchdog();
+	n = 0;
+	ws[n++] = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 4 * MiB, 5, true);
+	for (i = 0; i < 16; i++)
+		ws[n++] = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 64, i % 8,
+				   i % 2 == 0 || i == 15);
+	post_many(p.s, &r, ws, 1, &e);
+	for (i = 1; i < n; i++)
+		post_one(p.s, &r, ws[i], &e);
+	{
+		uint32_t want = 0;
+
+		for (i = 0; i < n; i++)
+			want += ws[i]->signaled;
+		events = empty = 0;
+		got = ev_wait(&r, &e, want, &events, &empty);
+		note("%u events (%u found only internal completions)", events,
+		     empty);
+	}
+	for (i = 0; i < n; i++) {
+		w = ws[i];
+		if (w->signaled ? (w->n != 1 || w->n_ok != 1) : w->n != 0)
+			bad("wr %u (%u B, %s): %d completions, %d ok", w->idx,
+			    w->len, w->signaled ? "signaled" : "unsignaled",
+			    w->n, w->n_ok);
+		if (check_pat(r.T + w->off, 0, w->idx, 0, w->len) >= 0)
+			bad("wr %u (%u B): data not written", w->idx, w->len);
+	}
+	check(n_bad == 0 && e.unknown == 0,
+	      "events: 4 MiB WRITE + 16 small ones complete through events, "
+	      "exactly once, data written");
+	alarm(0);
+	ibv_destroy_qp(p.s);
+	ibv_destroy_qp(p.t);
+	rig_close(&r);
+	free(e.w);
+	return 0;
+}
+
+/* ============================================================ stats */
+
+static int cmd_stats(void)
+{
+	struct sverbs_qp_stats s;
+	struct ewr *ws[8];
+	struct eset e = { 0 };
+	struct sig_expect x = { .qp = 0 };
+	struct rig r;
+	struct pair p;
+	uint32_t i, n = 0;
+	int ret;
+	const char *env = getenv("SVERBS");
+	bool want_on = !env || strcmp(env, "off");
+
+	phase = "stats";
+	rig_open(&r, 8 * MiB, false);
+	p = rig_pair(&r);
+	e_cq = r.scq;
+	memset(&s, 0, sizeof(s));
+	ret = sverbs_query_qp_stats(p.s, &s);
+	layer_on = ret == 0;
+	note("SVERBS=%s: sverbs_query_qp_stats: %d", env ? env : "<unset>",
+	     ret);
+	if (!want_on) {
+		check(ret == ENOENT, "stats: SVERBS=off: ENOENT (got %d)", ret);
+		goto out;
+	}
+	check(ret == 0, "stats: layer on: 0 on a managed RC QP (got %d)", ret);
+	check(s.wrs == 0 && s.wqes == 0,
+	      "stats: a fresh QP counts nothing (wrs %" PRIu64 ", wqes %" PRIu64
+	      ")",
+	      s.wrs, s.wqes);
+	for (i = 0; i < 5; i++)
+		ws[n++] = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 64, 0, true);
+	ws[n++] = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 4 * MiB, 4, true);
+	ws[n++] = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 100, 2, false);
+	post_many(p.s, &r, ws, 3, &e);
+	for (i = 3; i < n; i++)
+		post_one(p.s, &r, ws[i], &e);
+	ret = sverbs_query_qp_stats(p.s, &s);
+	check(ret == 0 && s.wrs == n,
+	      "stats: right after posting: wrs == %u WRs posted (%" PRIu64 ")",
+	      n, s.wrs);
+	kick_watchdog();
+	check(e_wait(&e, r.scq, signaled_done, &x, 0.2),
+	      "stats: the WRs complete");
+	ret = sverbs_query_qp_stats(p.s, &s);
+	note("wrs %" PRIu64 " wqes %" PRIu64 " doorbells %" PRIu64
+	     " held %" PRIu64 " held_p99_ns %" PRIu64 " budget_ns %" PRIu64
+	     " slice %u",
+	     s.wrs, s.wqes, s.doorbells, s.held_wrs, s.held_p99_ns,
+	     s.batch_budget_ns, s.slice_bytes);
+	check(ret == 0, "stats: query after completion returns 0");
+	check(s.wrs == n, "stats: wrs == %u (%" PRIu64 ")", n, s.wrs);
+	/* 4 MiB is above slice_max_bytes (1 MiB): sliced into >= 4 WQEs */
+	check(s.wqes >= s.wrs + 3,
+	      "stats: wqes >= wrs + 3 with a 4 MiB WR sliced (%" PRIu64 ")",
+	      s.wqes);
+	check(s.doorbells >= 1 && s.doorbells <= s.wqes,
+	      "stats: 1 <= doorbells <= wqes (%" PRIu64 ")", s.doorbells);
+	check(s.slice_bytes > 0, "stats: slice_bytes > 0 (%u)", s.slice_bytes);
+	if (!getenv("SVERBS_BATCH_BUDGET_US"))
+		check(s.batch_budget_ns == 0 && s.held_wrs == 0,
+		      "stats: no budget: nothing held");
+	{
+		struct ibv_qp_init_attr ia = {
+			.send_cq = r.scq,
+			.recv_cq = r.s_rcq,
+			.qp_type = IBV_QPT_UD,
+			.cap = { .max_send_wr = 4,
+				 .max_recv_wr = 4,
+				 .max_send_sge = 1,
+				 .max_recv_sge = 1 },
+		};
+		struct ibv_qp *ud = ibv_create_qp(sdev.pd, &ia);
+
+		if (ud) {
+			ret = sverbs_query_qp_stats(ud, &s);
+			check(ret == ENOENT,
+			      "stats: a UD QP (unmanaged): ENOENT (%d)", ret);
+			ibv_destroy_qp(ud);
+		}
+	}
+	ret = sverbs_query_qp_stats(NULL, &s);
+	check(ret == EINVAL, "stats: NULL QP: EINVAL (%d)", ret);
+out:
+	ibv_destroy_qp(p.s);
+	ibv_destroy_qp(p.t);
+	rig_close(&r);
+	free(e.w);
+	return 0;
+}
+
+/* ============================================================ main */
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: sverbs_e2e integrity|error-rkey|error-modify|events|"
+		"stats [--seed N] [--qps N] [--wrs N] [--iters N]\n"
+		"       [--send-dev NAME] [--target-dev NAME] [--gid N]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t seed;
+	uint32_t qps = 4, wrs = 120, iters = 2000;
+	const char *cmd, *env;
+	int i;
+
+	if (argc < 2)
+		usage();
+	cmd = argv[1];
+	env = getenv("E2E_SEED");
+	seed = env ? strtoull(env, NULL, 0)
+		   : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+	for (i = 2; i < argc; i++) {
+		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!v)
+			usage();
+		if (!strcmp(o, "--seed"))
+			seed = strtoull(v, NULL, 0);
+		else if (!strcmp(o, "--qps"))
+			qps = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(o, "--wrs"))
+			wrs = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(o, "--iters"))
+			iters = (uint32_t)strtoul(v, NULL, 0);
+		else if (!strcmp(o, "--send-dev"))
+			send_dev_name = v;
+		else if (!strcmp(o, "--target-dev"))
+			target_dev_name = v;
+		else if (!strcmp(o, "--gid"))
+			gid_index = atoi(v);
+		else
+			usage();
+		i++;
+	}
+	if (!qps || qps > 64 || wrs < 2 || wrs > 1u << 20)
+		usage();
+	rng_state = seed;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGALRM, on_alarm);
+	printf("# sverbs_e2e %s: seed %" PRIu64 " (rerun: E2E_SEED=%" PRIu64
+	       ")\n",
+	       cmd, seed, seed);
+	kick_watchdog();
+	open_devs();
+	if (!strcmp(cmd, "integrity"))
+		cmd_integrity(qps, wrs);
+	else if (!strcmp(cmd, "error-rkey"))
+		cmd_error_rkey();
+	else if (!strcmp(cmd, "error-modify"))
+		cmd_error_modify();
+	else if (!strcmp(cmd, "events"))
+		cmd_events(iters);
+	else if (!strcmp(cmd, "stats"))
+		cmd_stats();
+	else
+		usage();
+	alarm(0);
+	close_dev(&sdev);
+	close_dev(&tdev);
+	printf("%d passed, %d failed\n", n_pass, n_fail);
+	return n_fail || !n_pass ? 1 : 0;
+}
