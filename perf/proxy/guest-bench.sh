@@ -208,6 +208,10 @@ for r in $(seq 1 "$ROUNDS"); do
         done
     done
 done
+# what the proxies logged (nginx/haproxy errors, channel events), for the record
+for f in "$D"/nginx/error.log "$D"/haproxy.log "$D"/*-ingress.log "$D"/*-egress.log; do
+    [ -s "$f" ] && { echo "# ---- ${f##*/} (last lines)"; tail -n 8 "$f" | sed 's/^/#   /'; } >&2
+done
 # proxies still healthy at the end, and what their metrics say about batching
 for t in tcp rdma; do
     port=18083

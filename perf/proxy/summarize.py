@@ -64,6 +64,11 @@ def main():
         sys.exit("summarize.py: no runs")
     meta = json.load(open(a.meta)) if a.meta else {}
 
+    # A run in which no request completed (wrk prints 0 requests: every answer took longer
+    # than the run, or the target failed) has no rate or latency: it is counted, not averaged.
+    def valid(r):
+        return r.get("ok") and r.get("requests", 0) > 0 and r.get("rps")
+
     groups = {}
     for r in runs:
         groups.setdefault((r["workload"], r["conns"], r["target"]), []).append(r)
@@ -72,12 +77,14 @@ def main():
         errors = sum(
             (r.get("non2xx") or 0) + sum((r.get("socket_errors") or {}).values()) for r in rs
         )
+        ok = [r for r in rs if valid(r)]
         summary.append({
             "workload": w, "conns": c, "target": t, "rounds": len(rs),
-            "rps": med([r["rps"] for r in rs]),
+            "empty_runs": len(rs) - len(ok),
+            "rps": med([r["rps"] for r in ok]),
             "rps_all": [r["rps"] for r in rs],
-            "p50_ms": med([r["p50_ms"] for r in rs]),
-            "p99_ms": med([r["p99_ms"] for r in rs]),
+            "p50_ms": med([r["p50_ms"] for r in ok]),
+            "p99_ms": med([r["p99_ms"] for r in ok]),
             "errors": errors,
         })
     by = {(s["workload"], s["conns"], s["target"]): s for s in summary}
@@ -128,11 +135,13 @@ def main():
                  f"{meta.get('haproxy', '?')}; {meta.get('wrk', '')}.\n")
     L.append("Medians over rounds. Ratios: `rps/nginx`, `p99/nginx` (lower is better), "
              "`rps/direct` (direct = the backend without a proxy). Everything — wrk (2 threads), "
-             "the proxy, the backend, rxe — shares the guest's 2 vCPUs.\n")
+             "the proxy, the backend, rxe — shares the guest's 2 vCPUs. `empty`: runs in which "
+             "no request completed (all answers slower than the run); they are left out of the "
+             "medians.\n")
     for w in workloads:
         L.append(f"\n## {WORKLOADS[w]}\n")
-        L.append("| conns | target | req/s | p50 ms | p99 ms | rps/nginx | p99/nginx | rps/direct | errors |")
-        L.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+        L.append("| conns | target | req/s | p50 ms | p99 ms | rps/nginx | p99/nginx | rps/direct | errors | empty |")
+        L.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for c in conns:
             for t in targets:
                 s = by.get((w, c, t))
@@ -141,7 +150,7 @@ def main():
                 L.append(f"| {c} | {LABEL[t]} | {fmt(s['rps'])} | {fmt(s['p50_ms'], 2)} | "
                          f"{fmt(s['p99_ms'], 2)} | {fmt(s['rps_vs_nginx'], 2, '×')} | "
                          f"{fmt(s['p99_vs_nginx'], 2, '×')} | {fmt(s['rps_vs_direct'], 2, '×')} | "
-                         f"{s['errors']} |")
+                         f"{s['errors']} | {s['empty_runs']}/{s['rounds']} |")
     if goals:
         L.append("\n## Goals (issue): ≥ 3.4× nginx req/s, p99 ≤ 0.23× nginx, ≥ 0.90× direct at 64\n")
         L.append("| target | workload | conns | rps/nginx | p99/nginx | rps/direct (64) | met |")
