@@ -99,6 +99,11 @@ static void fake_cq_init(void)
 	cq->dbrec = f.cq_db;
 	cq->cqn = 0x77;
 	mlx5_spinlock_init(&cq->lock, 1);
+	/*
+	 * as mlx5_create_cq(): the size hook first, which grants the headroom
+	 * (the size it returns is not used: the fake CQ's buffer is fixed)
+	 */
+	mlx5_sv_cq_size(&f.ctx->ibv_ctx.context, NCQE - 1);
 	mlx5_sv_cq_created(&cq->verbs_cq.cq_ex, false, 0);
 }
 
