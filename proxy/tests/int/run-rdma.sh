@@ -154,6 +154,17 @@ wait_200() {  # bounded: 30 s
     done
     return 1
 }
+# Both ingress workers' channels up (a worker that dialled before the egress
+# listened reconnects after its backoff), bounded: 30 s.
+wait_channels() {
+    local c
+    for _ in $(seq 1 150); do
+        c=$(metric_sum "$URL/metrics" 'sverbs_proxy_channel_up{role="ingress"')
+        [ "$c" = 2 ] && return 0
+        sleep 0.2
+    done
+    return 1
+}
 raw_status() {
     exec 5<> /dev/tcp/$IN_IP/$P_IN || {
         echo 000
@@ -209,6 +220,7 @@ run_mode() {
     check "[$m] RC QPs of the egress on rxe1" rc_qps_on rxe1
     check "[$m] ingress uses libibverbs + librxe of $PREFIX" maps_prefix_rxe "$INGRESS_PID"
     check "[$m] egress uses libibverbs + librxe of $PREFIX" maps_prefix_rxe "$EGRESS_PID"
+    wait_channels || true
     c=$(metric_sum "$URL/metrics" 'sverbs_proxy_channel_up{role="ingress"')
     check "[$m] ingress: 2 rdma channels up (got $c)" [ "$c" = 2 ]
 
