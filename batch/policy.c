@@ -6,8 +6,6 @@
 
 /* EWMA weight of a new inter-arrival sample: 1/8. */
 #define GAP_SHIFT 3
-/* A gap longer than this is "idle", not load: it resets the estimate. */
-#define IDLE_GAP_NS (100ull * 1000 * 1000)
 
 void sverbs_batch_init(struct sverbs_batch *b, uint32_t budget_us)
 {
@@ -24,14 +22,28 @@ void sverbs_batch_arrival(struct sverbs_batch *b, uint64_t now_ns)
 	if (!b->budget_ns)
 		return;
 	if (b->last_arrival_ns && now_ns >= b->last_arrival_ns) {
+		/*
+		 * A gap of a budget or more says only "no batch would have
+		 * formed": counted as one budget, a pause between bursts does
+		 * not drown the burst's rate, and sparse arrivals still pull
+		 * the estimate to the budget, i.e. a target of 1.
+		 */
 		gap = now_ns - b->last_arrival_ns;
-		if (gap > IDLE_GAP_NS || !b->gap_ns)
+		if (gap > b->budget_ns)
+			gap = b->budget_ns;
+		if (!b->gap_ns)
 			b->gap_ns = gap;
 		else
 			b->gap_ns = b->gap_ns - (b->gap_ns >> GAP_SHIFT) +
 				    (gap >> GAP_SHIFT);
 	}
 	b->last_arrival_ns = now_ns;
+}
+
+void sverbs_batch_returned(struct sverbs_batch *b, uint64_t now_ns)
+{
+	if (b->budget_ns && now_ns > b->last_arrival_ns)
+		b->last_arrival_ns = now_ns;
 }
 
 /* The batch size that the arrival rate lets us reach within the budget. */
@@ -94,8 +106,14 @@ void sverbs_batch_rang(struct sverbs_batch *b, unsigned int n, bool held,
 
 	b->stats.wrs += n;
 	b->stats.doorbells++;
-	if (!held || !b->budget_ns)
+	if (!b->budget_ns)
 		return;
+	if (!held) {
+		/* rung at once: grow back towards what the rate allows */
+		if (b->target < rate_target(b))
+			b->target++;
+		return;
+	}
 	b->stats.held_wrs += n;
 	b->stats.held_hist[log2_bucket(waited)]++;
 	/* AIMD on the batch target */

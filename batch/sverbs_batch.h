@@ -15,10 +15,18 @@
  *  - the target batch size is min(AIMD target, budget / mean inter-arrival
  *    gap): at low load the gap is long and the target falls to 1, i.e. no
  *    waiting; at high load batches grow until the budget binds;
+ *  - the gap is an EWMA (1/8) of the application's gaps between posts (from
+ *    the return of the previous post call, so a doorbell's own cost is not
+ *    counted), each counted as at most the budget: a pause between bursts says
+ * "no batch would form", not how fast the burst came, so a
+ * post-a-burst-then-poll program keeps its burst rate, while sparse arrivals
+ * pull the estimate to the budget;
  *  - AIMD (starting at the maximum, so the rate decides first): after each
  *    held batch, if its oldest WR waited more than budget * 3/4 the target
  *    halves (from the effective target); if it reached the effective
- *    target within that, the target grows by one;
+ *    target within that, the target grows by one; a chain rung without
+ *    holding grows it by one while it is below the rate's target (so a
+ *    target cut to 1 recovers);
  *  - a held chain is rung as soon as it reaches the target, or when waiting
  *    one more mean gap would take its oldest WR past the budget, or at the
  *    deadline (oldest arrival + budget) — checked on every post and poll and
@@ -72,6 +80,15 @@ void sverbs_batch_init(struct sverbs_batch *b, uint32_t budget_us);
 void sverbs_batch_arrival(struct sverbs_batch *b, uint64_t now_ns);
 
 /*
+ * A post call that rang a doorbell returns to the application at now_ns:
+ * the next gap counts from here.  The gap measures how soon the application
+ * posts again, so the doorbell's own cost (a system call on rxe) is left
+ * out; counted in, a slow doorbell would make every gap look too long to
+ * batch, and never batching would keep the doorbells slow.
+ */
+void sverbs_batch_returned(struct sverbs_batch *b, uint64_t now_ns);
+
+/*
  * pending WRs are ready to go, the oldest queued since oldest_ns; holdable
  * says whether all of them are of levels that may be held.  *deadline_ns is
  * set when the verdict is HOLD: ring no later than then.
@@ -112,5 +129,7 @@ int sverbs_timer_add(struct sverbs_timer_entry *e, void (*fire)(void *arg),
 /* After it returns, e's fire is not running and will not run again. */
 void sverbs_timer_del(struct sverbs_timer_entry *e);
 void sverbs_timer_arm(struct sverbs_timer_entry *e, uint64_t deadline_ns);
+/* Nothing to fire any more: a store; the thread's wake-up stays planned. */
+void sverbs_timer_disarm(struct sverbs_timer_entry *e);
 
 #endif /* SVERBS_BATCH_H */

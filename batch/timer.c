@@ -161,3 +161,8 @@ void sverbs_timer_arm(struct sverbs_timer_entry *e, uint64_t deadline_ns)
 		pthread_mutex_unlock(&timer_lock);
 	}
 }
+
+void sverbs_timer_disarm(struct sverbs_timer_entry *e)
+{
+	atomic_store_explicit(&e->deadline_ns, 0, memory_order_relaxed);
+}

@@ -141,6 +141,30 @@ static uint32_t fifo_pop(struct sverbs_qp *sqp, struct sv_fifo *f, bool fence)
 	return s;
 }
 
+/* A WR enters (front: back to the head of) or leaves its level FIFO. */
+static void level_in(struct sverbs_qp *sqp, uint32_t s, bool front)
+{
+	struct sv_wr *w = &sqp->slots[s];
+
+	if (front)
+		fifo_push_front(sqp, &sqp->level[w->prio], s, false);
+	else
+		fifo_push(sqp, &sqp->level[w->prio], s, false);
+	w->state = SV_WR_QUEUED;
+	sqp->queued++;
+	sqp->queued_firm += w->firm;
+}
+
+/* s is the head of its level: every level is FIFO and s leaves first */
+static void level_out(struct sverbs_qp *sqp, uint32_t s)
+{
+	struct sv_wr *w = &sqp->slots[s];
+
+	fifo_pop(sqp, &sqp->level[w->prio], false);
+	sqp->queued--;
+	sqp->queued_firm -= w->firm;
+}
+
 /* ------------------------------------------------------------ accepting WRs */
 
 static bool opcode_ok(const struct sverbs_qp *sqp, enum ibv_wr_opcode op)
@@ -228,18 +252,37 @@ static void wr_load(struct sverbs_qp *sqp, uint32_t s,
 	w->wr.num_sge = off ? 1 : 0;
 }
 
-static uint8_t wr_prio(const struct sverbs_qp *sqp, unsigned int flags,
-		       uint64_t len)
+/* The level a WR states, or the process default. */
+static uint8_t wr_base_prio(const struct sverbs_qp *sqp, unsigned int flags)
 {
 	int p = sverbs_prio_of(flags);
 
 	if (p >= 0)
 		return (uint8_t)p;
-	if (sqp->cfg.small_msg_bytes && len <= sqp->cfg.small_msg_bytes)
-		return SVERBS_PRIO_HIGHEST;
 	if (sqp->cfg.default_prio >= SVERBS_NUM_PRIO)
 		return SVERBS_PRIO_LOWEST;
 	return (uint8_t)sqp->cfg.default_prio;
+}
+
+/* The level it is scheduled at: the size policy lifts small unmarked WRs. */
+static uint8_t wr_prio(const struct sverbs_qp *sqp, unsigned int flags,
+		       uint64_t len)
+{
+	if (sverbs_prio_of(flags) < 0 && sqp->cfg.small_msg_bytes &&
+	    len <= sqp->cfg.small_msg_bytes)
+		return SVERBS_PRIO_HIGHEST;
+	return wr_base_prio(sqp, flags);
+}
+
+/*
+ * Whether budgeted batching must not hold the WR: its stated (or default)
+ * level is not in batch_levels.  The size policy's lift to level 0 is about
+ * overtaking queued bulk, not about urgency: small unmarked WRs are exactly
+ * what batching is for, so they stay holdable at their base level.
+ */
+static bool wr_firm(const struct sverbs_qp *sqp, unsigned int flags)
+{
+	return !(sqp->cfg.batch_prio_mask & (1u << wr_base_prio(sqp, flags)));
 }
 
 /* Budgeted batching only: the clock is read per WR in that mode alone. */
@@ -250,6 +293,7 @@ static void batch_arrival(struct sverbs_qp *sqp)
 	sverbs_batch_arrival(&sqp->batch, now);
 	if (!sqp->queued)
 		sqp->hold_since = now;
+	sqp->arrival_ns = now; /* the post's pump decides with it */
 }
 
 /*
@@ -265,6 +309,7 @@ void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s)
 	if (!(flags & IBV_SEND_INLINE))
 		w->len = sge_total(w->sge, w->wr.num_sge);
 	w->prio = wr_prio(sqp, flags, w->len);
+	w->firm = wr_firm(sqp, flags);
 	w->wr.send_flags = flags & ~SVERBS_PRIO_MASK;
 	w->app_signaled = sqp->sig_all || (flags & IBV_SEND_SIGNALED);
 	w->fenced = flags & IBV_SEND_FENCE;
@@ -272,13 +317,11 @@ void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s)
 	w->status = IBV_WC_SUCCESS;
 	w->vendor_err = 0;
 	memset(&w->cur, 0, sizeof(w->cur));
-	w->state = SV_WR_QUEUED;
 	if (sqp->batch.budget_ns)
 		batch_arrival(sqp);
-	fifo_push(sqp, &sqp->level[w->prio], s, false);
+	level_in(sqp, s, false);
 	if (w->fenced)
 		fifo_push(sqp, &sqp->fence, s, true);
-	sqp->queued++;
 	sqp->app_wrs++;
 }
 
@@ -485,8 +528,7 @@ static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 	q->cost = cost;
 	fill_wqe(sqp, n, w, bytes, sig);
 	if (final) {
-		fifo_pop(sqp, &sqp->level[w->prio], false);
-		sqp->queued--;
+		level_out(sqp, s);
 		w->state = SV_WR_POSTED;
 		q->dequeued = true;
 		if (w->fenced && sqp->fence.head == s) {
@@ -533,12 +575,8 @@ static void rollback(struct sverbs_qp *sqp, uint32_t k, uint32_t n,
 		w = &sqp->slots[q->slot];
 		wqe_release(sqp, q);
 		w->cur = q->start;
-		if (q->dequeued) {
-			w->state = SV_WR_QUEUED;
-			fifo_push_front(sqp, &sqp->level[w->prio], q->slot,
-					false);
-			sqp->queued++;
-		}
+		if (q->dequeued)
+			level_in(sqp, q->slot, true);
 		if (q->fence_pop)
 			fifo_push_front(sqp, &sqp->fence, q->slot, true);
 	}
@@ -573,18 +611,28 @@ static enum sverbs_batch_reason batch_reason(enum sv_pump_why why)
 	}
 }
 
-/* Whether all queued work is of levels that may wait for a bigger batch. */
+/*
+ * Whether the queued work may wait for a bigger batch: all of it of levels
+ * that may be held, and (as Nagle's rule for TCP) the QP still has WQEs in
+ * flight.  A doorbell on an idle QP starts the wire at once, and a program
+ * that waits for each WR before posting the next (ping-pong) would only
+ * wait for nothing; while the QP is busy, a held WR mostly waits behind the
+ * work ahead of it anyway.
+ */
 static bool holdable(const struct sverbs_qp *sqp)
 {
-	unsigned int l;
+	return sqp->fence.head == SV_NONE && !sqp->queued_firm &&
+	       sqp->inflight_wqes && !sqp->hw_err && !sqp->dead;
+}
 
-	if (sqp->fence.head != SV_NONE || sqp->hw_err || sqp->dead)
-		return false;
-	for (l = 0; l < SVERBS_NUM_PRIO; l++)
-		if (!(sqp->cfg.batch_prio_mask & (1u << l)) &&
-		    sqp->level[l].head != SV_NONE)
-			return false;
-	return true;
+static void unhold(struct sverbs_qp *sqp)
+{
+	if (sqp->held) {
+		sqp->held = false;
+		atomic_fetch_sub(&sqp->scq->held_qps, 1);
+		/* nothing for the timer thread to do: do not wake the lock */
+		sverbs_timer_disarm(&sqp->timer);
+	}
 }
 
 /*
@@ -599,31 +647,38 @@ static bool sv_ring_now(struct sverbs_qp *sqp, enum sv_pump_why why,
 
 	if (!sqp->batch.budget_ns)
 		return true;
-	*now = sverbs_now_ns();
+	/* one clock read per posted WR: the post's pump reuses the arrival's */
+	*now = why == SV_PUMP_POST && sqp->arrival_ns ? sqp->arrival_ns
+						      : sverbs_now_ns();
+	sqp->arrival_ns = 0;
 	if (sverbs_batch_decide(&sqp->batch, batch_reason(why), sqp->queued,
 				holdable(sqp), sqp->hold_since, *now,
-				&deadline) == SVERBS_BATCH_RING)
+				&deadline) == SVERBS_BATCH_RING) {
+		/* the hold ends here, even if the window keeps WRs back */
+		if (sqp->held && *now - sqp->held_at + 1 > sqp->held_wait)
+			sqp->held_wait = *now - sqp->held_at + 1;
+		unhold(sqp);
 		return true;
+	}
 	if (!sqp->held) {
+		/* the deadline stays put while the hold lasts */
 		sqp->held = true;
+		sqp->held_at = *now;
 		atomic_fetch_add(&sqp->scq->held_qps, 1);
+		sverbs_timer_arm(&sqp->timer, deadline);
 	}
-	sverbs_timer_arm(&sqp->timer, deadline);
 	return false;
-}
-
-static void unhold(struct sverbs_qp *sqp)
-{
-	if (sqp->held) {
-		sqp->held = false;
-		atomic_fetch_sub(&sqp->scq->held_qps, 1);
-	}
 }
 
 /* After a round rang n WQEs: batching state and counters. */
 static void batch_rang(struct sverbs_qp *sqp, uint32_t n, uint64_t now)
 {
-	sverbs_batch_rang(&sqp->batch, n, sqp->held, sqp->hold_since, now);
+	/* a held batch reports the delay holding added (not window waits) */
+	sverbs_batch_rang(&sqp->batch, n, sqp->held_wait,
+			  sqp->held_wait ? now - sqp->held_wait + 1
+					 : sqp->hold_since,
+			  now);
+	sqp->held_wait = 0;
 	if (!sqp->cfg.batch)
 		sqp->batch.stats.doorbells += n - 1; /* one per WQE */
 	unhold(sqp);
@@ -694,6 +749,7 @@ void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why)
 
 	if (!sqp->queued) {
 		unhold(sqp);
+		sqp->arrival_ns = 0;
 		return;
 	}
 	if (!sv_ring_now(sqp, why, &now))
@@ -711,6 +767,8 @@ void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why)
 	n = ring_doorbell(sqp, n, unsig_wqes, unsig_bytes);
 	if (n)
 		batch_rang(sqp, n, now);
+	if (why == SV_PUMP_POST && sqp->batch.budget_ns)
+		sverbs_batch_returned(&sqp->batch, sverbs_now_ns());
 	if (idle)
 		sv_slicer_busy(&sqp->slicer, sqp->inflight_bytes - bytes0);
 }
@@ -753,8 +811,7 @@ static void complete_wr(struct sverbs_qp *sqp, uint32_t s,
 
 	if (w->state == SV_WR_QUEUED) {
 		/* queued, or partly handed over: the head of its level */
-		fifo_pop(sqp, &sqp->level[w->prio], false);
-		sqp->queued--;
+		level_out(sqp, s);
 		if (sqp->fence.head == s)
 			fifo_pop(sqp, &sqp->fence, true);
 	}
@@ -972,11 +1029,23 @@ static int qp_alloc(struct sverbs_qp *sqp)
 /* ------------------------------------------------------------ lifetime */
 
 /* The budget expired for WRs held on this QP (batch/timer.c's thread). */
+#define SV_TIMER_RETRY_NS (5 * 1000)
+
 static void qp_timer_fire(void *arg)
 {
 	struct sverbs_qp *sqp = arg;
 
-	pthread_spin_lock(&sqp->lock);
+	/*
+	 * A busy lock is an application thread in this QP's post, poll,
+	 * modify or destroy, each of which rings WRs held past their
+	 * deadline; spinning here would only slow it down.  Look again soon
+	 * in case the holder was something else (e.g. a stats query).
+	 */
+	if (pthread_spin_trylock(&sqp->lock)) {
+		sverbs_timer_arm(&sqp->timer,
+				 sverbs_now_ns() + SV_TIMER_RETRY_NS);
+		return;
+	}
 	sv_qp_pump(sqp, SV_PUMP_TIMER);
 	pthread_spin_unlock(&sqp->lock);
 }

@@ -72,6 +72,7 @@ struct sv_wr {
 	uint8_t state;
 	bool app_signaled;
 	bool fenced;
+	bool firm; /* batching may not hold it (see wr_firm()) */
 };
 
 struct sv_wqe {
@@ -112,7 +113,9 @@ struct sverbs_qp {
 	uint32_t free_head;
 	uint32_t nfree;
 	struct sv_fifo level[SVERBS_NUM_PRIO];
-	uint32_t queued; /* WRs in the level FIFOs */
+	uint32_t queued;      /* WRs in the level FIFOs */
+	uint32_t queued_firm; /* ... of which batching may not hold */
+	uint64_t arrival_ns;  /* clock of the last WR queued, until a pump */
 	struct sv_fifo fence;
 	uint64_t post_seq;
 
@@ -146,6 +149,8 @@ struct sverbs_qp {
 	bool timer_on;
 	bool held;	     /* the queued WRs waited for a bigger batch */
 	uint64_t hold_since; /* arrival of the oldest WR queued (budget) */
+	uint64_t held_at;    /* the first HOLD verdict of the current hold */
+	uint64_t held_wait;  /* 1 + how long the hold that ended lasted */
 	uint64_t app_wrs;    /* WRs the application posted */
 	struct sverbs_qp *live_next; /* the live-QP list (SVERBS_STATS) */
 

@@ -200,6 +200,72 @@ static void test_aimd_cuts_on_overshoot(void)
 	CU_ASSERT_EQUAL(b.target, before + 1);
 }
 
+/*
+ * The post-a-burst-then-poll program (perftest, most RPC loops): 16 WRs a
+ * microsecond apart, then a poll (which rings) and a long pause.  The pause
+ * must not hide the burst's rate: after the first burst, each burst leaves
+ * in few doorbells, and nothing waits past the budget.
+ */
+static void test_bursts_keep_their_rate(void)
+{
+	uint64_t now = 1000 * US, oldest = 0, dl, max_wait = 0;
+	unsigned int burst, i, pending = 0, rings = 0;
+	struct sverbs_batch b;
+
+	sverbs_batch_init(&b, 50);
+	for (burst = 0; burst < 100; burst++) {
+		for (i = 0; i < 16; i++, now += US) {
+			sverbs_batch_arrival(&b, now);
+			if (!pending)
+				oldest = now;
+			pending++;
+			if (sverbs_batch_decide(&b, SVERBS_BATCH_POST, pending,
+						true, oldest, now,
+						&dl) == SVERBS_BATCH_HOLD)
+				continue;
+			if (now - oldest > max_wait)
+				max_wait = now - oldest;
+			sverbs_batch_rang(&b, pending, false, oldest, now);
+			rings += burst > 0;
+			pending = 0;
+		}
+		if (pending) { /* the poll */
+			CU_ASSERT_EQUAL(sverbs_batch_decide(
+						&b, SVERBS_BATCH_POLL, pending,
+						true, oldest, now, &dl),
+					SVERBS_BATCH_RING);
+			if (now - oldest > max_wait)
+				max_wait = now - oldest;
+			sverbs_batch_rang(&b, pending, true, oldest, now);
+			rings += burst > 0;
+			pending = 0;
+		}
+		now += 800 * US;
+	}
+	CU_ASSERT_TRUE(max_wait <= 50 * US);
+	/* 99 bursts of 16: at most 3 doorbells each (stock: 16) */
+	CU_ASSERT_TRUE(rings <= 99 * 3);
+}
+
+/* A target cut to 1 grows back once arrivals are dense again. */
+static void test_aimd_recovers_from_one(void)
+{
+	struct sverbs_batch b;
+	unsigned int t;
+
+	sverbs_batch_init(&b, 100);
+	for (t = 0; t < 100; t++)
+		sverbs_batch_arrival(&b, t * US);
+	while (b.target > 1)
+		sverbs_batch_rang(&b, 1, true, 0, 99 * US);
+	/* at target 1 nothing is held; the chains rung at once still count */
+	for (t = 100; t < 200; t++) {
+		sverbs_batch_arrival(&b, t * US);
+		sverbs_batch_rang(&b, 1, false, t * US, t * US);
+	}
+	CU_ASSERT_TRUE(b.target >= 50);
+}
+
 static void test_stats_and_quantile(void)
 {
 	struct sverbs_batch b;
@@ -279,6 +345,8 @@ int main(void)
 	CU_add_test(s, "budget never exceeded",
 		    test_budget_never_exceeded_various);
 	CU_add_test(s, "AIMD cuts on overshoot", test_aimd_cuts_on_overshoot);
+	CU_add_test(s, "bursts keep their rate", test_bursts_keep_their_rate);
+	CU_add_test(s, "AIMD recovers from 1", test_aimd_recovers_from_one);
 	CU_add_test(s, "stats and quantile", test_stats_and_quantile);
 	CU_add_test(s, "timer fires, del stops it", test_timer_fires_and_del);
 	CU_basic_set_mode(CU_BRM_VERBOSE);

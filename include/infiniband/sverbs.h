@@ -46,7 +46,9 @@ struct sverbs_qp_stats {
 	uint64_t wqes;		  /* WQEs handed to the provider */
 	uint64_t doorbells;	  /* chains handed to it: one doorbell each */
 	uint64_t held_wrs;	  /* WQEs that waited for a bigger batch */
-	uint64_t held_p99_ns;	  /* p99 of that wait (upper bucket edge) */
+	uint64_t held_p99_ns;	  /* p99 of the delay holding added: first
+				   * hold decision to doorbell (upper edge
+				   * of a power-of-2 bucket) */
 	uint64_t batch_budget_ns; /* the QP's batching budget (0: none) */
 	uint32_t slice_bytes;	  /* the current slice size */
 	uint32_t reserved;

@@ -1522,6 +1522,12 @@ static void test_budget_holds_until_poll(void)
 	CU_ASSERT_EQUAL(st.held_wrs, 9);
 	CU_ASSERT_EQUAL(st.batch_budget_ns, 10ull * 1000 * 1000 * 1000);
 	CU_ASSERT_EQUAL(drain(0, wc, 16), 10);
+	/* nothing in flight: the next WR rings at once, the one after waits */
+	post_each(2, -1, 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 11);
+	CU_ASSERT_EQUAL(fk->doorbells, 3);
+	CU_ASSERT_EQUAL(sqp[0]->queued, 1);
+	CU_ASSERT_EQUAL(drain(0, wc, 16), 2);
 	teardown();
 }
 
@@ -1550,6 +1556,44 @@ static void test_budget_urgent_and_triggers(void)
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 14);
 	CU_ASSERT_EQUAL(drain(0, wc, 32), 4);
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 15);
+	teardown();
+}
+
+/*
+ * The size policy lifts small unmarked WRs to level 0 for scheduling, but
+ * batching holds them at their base level; a stated SVERBS_PRIO(0) and a
+ * default level of 0 are never held.
+ */
+static void test_budget_size_policy_holdable(void)
+{
+	struct ibv_wc wc[32];
+
+	cfg_default();
+	cfg.batch_budget_us = 10 * 1000 * 1000;
+	cfg.small_msg_bytes = 4096;
+	setup(64);
+	mkqp(0, 32, false);
+	post_each(8, -1, 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 1);
+	CU_ASSERT_EQUAL(sqp[0]->queued, 7);
+	CU_ASSERT_EQUAL(sqp[0]->level[SVERBS_PRIO_HIGHEST].head != SV_NONE,
+			true);
+	/* a stated level 0 rings at once, taking the held ones along */
+	post_each(1, SVERBS_PRIO_HIGHEST, 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 9);
+	CU_ASSERT_EQUAL(fk->doorbells, 2);
+	CU_ASSERT_EQUAL(drain(0, wc, 32), 9);
+	teardown();
+
+	cfg_default();
+	cfg.batch_budget_us = 10 * 1000 * 1000;
+	cfg.default_prio = 0;
+	setup(64);
+	mkqp(0, 32, false);
+	post_each(4, -1, 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 4);
+	CU_ASSERT_EQUAL(fk->doorbells, 4);
+	CU_ASSERT_EQUAL(drain(0, wc, 32), 4);
 	teardown();
 }
 
@@ -1625,6 +1669,8 @@ int main(void)
 		{ "budget: level 0, arm, fence ring",
 		  test_budget_urgent_and_triggers },
 		{ "budget: timer sends held WRs", test_budget_timer },
+		{ "budget: size policy stays holdable",
+		  test_budget_size_policy_holdable },
 	};
 	CU_pSuite s;
 	unsigned int fails;
