@@ -77,6 +77,10 @@
 #   SVERBS_VM_VERBOSE  1: print boot timing on stderr, trace the guest setup
 #                      (with guest uptimes) on the console log
 #   SVERBS_VM_BUSYBOX  static busybox for the initramfs (default /bin/busybox)
+#   SVERBS_VM_CMDLINE  extra kernel command line (default "tsc=reliable": TCG's
+#                      TSC follows the host's, but the guest's boot check calls
+#                      it unsynchronized and falls back to hpet, which makes
+#                      every clock_gettime() a system call)
 #
 # Host packages (Debian 12): qemu-system-x86 busybox-static kmod cpio xz-utils
 # zstd iproute2 (in the guest: ip, rdma, ss) + a kernel (fetch-kernel.sh) +
@@ -338,7 +342,7 @@ start_guest() {
   qemu-system-x86_64 -nodefaults -no-user-config -nographic -no-reboot \
     "${acc[@]}" -machine q35 -smp "$SMP" -m "$MEM" \
     -kernel "$BOOT" -initrd "$INITRD" \
-    -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init mitigations=off sverbs_vm_stage2=$HERE/guest/stage2.sh" \
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init mitigations=off ${SVERBS_VM_CMDLINE-tsc=reliable} sverbs_vm_stage2=$HERE/guest/stage2.sh" \
     -serial "file:$g/console.log" -monitor none -nic none "${net[@]}" \
     -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
