@@ -7,20 +7,22 @@
 #     -n NAME      results name (default: rate; with --syscalls only: syscalls)
 #     -r REPS      repetitions (default: 3)
 #     -t SECONDS   measured seconds per run (default: 3)
-#     -c CONFIGS   any of t1 t4 pl16 lat (default: all four)
+#     -c CONFIGS   any of t1 t4 pl16 t4pl16 lat t1b t4b latb (default: all)
 #                  t1: 1 thread, one WR per ibv_post_send; t4: 4 threads, each
-#                  its own QP+CQ; pl16: 1 thread, 16 WRs per call; lat: post one,
-#                  wait for its completion, repeat
+#                  its own QP+CQ; pl16 / t4pl16: 1 / 4 threads, 16 WRs per call;
+#                  lat: post one, wait for its completion, repeat; a trailing b:
+#                  the sverbs side with a batching budget (PERF_BUDGET_US, 50)
 #     --syscalls [ITERS]  instead: count syscalls per WR with strace -c -f for
-#                  t1 t4 pl16 (ITERS WRs per thread, default 1000; strace makes
-#                  each syscall slow in the guest, so keep it small)
+#                  t1 t4 pl16 t1b t4b (ITERS WRs per thread, default 1000;
+#                  strace makes each syscall slow in the guest, keep it small)
 #
-# Environment: PERF_BIN (where rate_bench is), SVERBS_VM_* (tests/vm/run-in-vm.sh).
+# Environment: PERF_BIN (where rate_bench is), PERF_BUDGET_US (the budget of the
+# "b" configs, default 50), SVERBS_VM_* (tests/vm/run-in-vm.sh).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-name='' reps=3 secs=3 cfgs="t1 t4 pl16 lat" sys=0 iters=1000
+name='' reps=3 secs=3 cfgs="t1 t4 pl16 t4pl16 t1b t4b lat latb" sys=0 iters=1000
 while [ $# -gt 0 ]; do
 	case $1 in
 	-n) name=$2; shift 2 ;;
@@ -36,6 +38,7 @@ while [ $# -gt 0 ]; do
 	*) perf_die "unknown argument $1 (see --help)" ;;
 	esac
 done
+[[ ${PERF_BUDGET_US:-50} =~ ^[0-9]+$ ]] || perf_die "PERF_BUDGET_US must be a number of microseconds"
 perf_need_bins
 out=$PERF_DIR/results
 mkdir -p "$out"
@@ -47,14 +50,14 @@ if [ $sys = 1 ]; then
 	export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-$((iters * 40 / 100 + 300))}
 	perf_meta "$tmp/meta.json" "run-rate.sh --syscalls $iters"
 	perf_log "strace -c -f: {t1,t4,pl16} x {off,on}, $iters WRs per thread (timeout ${SVERBS_VM_TIMEOUT}s)"
-	vm_run "'$PERF_DIR/guest/syscalls.sh' $iters t1 t4 pl16" >"$tmp/runs.jsonl" || rc=$?
+	vm_run "export PERF_BUDGET_US=${PERF_BUDGET_US:-50}; '$PERF_DIR/guest/syscalls.sh' $iters t1 t4 pl16 t1b t4b" >"$tmp/runs.jsonl" || rc=$?
 else
 	name=${name:-rate}
 	nc=$(wc -w <<<"$cfgs")
 	export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-$((reps * nc * 2 * (${secs%.*} + 4) + 120))}
 	perf_meta "$tmp/meta.json" "run-rate.sh -r $reps -t $secs -c '$cfgs'"
 	perf_log "$reps x {$cfgs} x {off,on}, ${secs}s each, in one guest (timeout ${SVERBS_VM_TIMEOUT}s)"
-	vm_run "'$PERF_DIR/guest/rate-matrix.sh' $reps $secs $cfgs" >"$tmp/runs.jsonl" || rc=$?
+	vm_run "export PERF_BUDGET_US=${PERF_BUDGET_US:-50}; '$PERF_DIR/guest/rate-matrix.sh' $reps $secs $cfgs" >"$tmp/runs.jsonl" || rc=$?
 fi
 [ -s "$tmp/runs.jsonl" ] || perf_die "no results (guest exit status $rc)"
 $PY "$PERF_DIR/summarize.py" "$name" "$tmp/runs.jsonl" --meta "$tmp/meta.json" --outdir "$out" || rc=1

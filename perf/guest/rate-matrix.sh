@@ -4,8 +4,11 @@
 # for each configuration.
 #
 #   rate-matrix.sh REPS DURATION CONFIGS...
-#       CONFIG: "t1" (1 thread, one WR per post), "t4" (4 threads), "pl16"
-#               (1 thread, --post-list 16), "lat" (latency at low load)
+#       CONFIG: "t1" (1 thread, one WR per post), "t4" (4 threads, a QP
+#               each), "pl16" (1 thread, --post-list 16), "t4pl16" (4 threads,
+#               --post-list 16), "lat" (latency at low load); a trailing "b"
+#               (t1b, t4b, latb) runs the sverbs side with budgeted batching,
+#               SVERBS_BATCH_BUDGET_US=$PERF_BUDGET_US (default 50)
 #
 # Prints rate_bench's JSON lines on stdout (failed runs: a line with "error"),
 # human lines on stderr.  Exit 1 if any run failed.
@@ -14,19 +17,27 @@ set -uo pipefail
 reps=$1 dur=$2
 shift 2
 bin=${PERF_BIN:?}/rate_bench
+budget=${PERF_BUDGET_US:-50}
 fail=0
 for ((r = 1; r <= reps; r++)); do
 	if ((r % 2)); then modes="off on"; else modes="on off"; fi
 	for c in "$@"; do
+		benv=() label="cfg=$c rep=$r"
 		case $c in
-		t1) args=(-T 1) ;;
-		t4) args=(-T 4) ;;
+		t1 | t1b) args=(-T 1) ;;
+		t4 | t4b) args=(-T 4) ;;
 		pl16) args=(-T 1 -l 16) ;;
-		lat) args=(--lat) ;;
+		t4pl16) args=(-T 4 -l 16) ;;
+		lat | latb) args=(--lat) ;;
 		*) echo "rate-matrix: unknown config $c" >&2; exit 2 ;;
 		esac
+		if [[ $c == *b ]]; then
+			benv=("SVERBS_BATCH_BUDGET_US=$budget")
+			label+=" budget_us=$budget"
+		fi
 		for m in $modes; do
-			SVERBS=$m "$bin" "${args[@]}" -t "$dur" --label "cfg=$c rep=$r"
+			if [ "$m" = on ]; then e=("${benv[@]}"); else e=(); fi
+			env "${e[@]}" SVERBS=$m "$bin" "${args[@]}" -t "$dur" --label "$label"
 			rc=$?
 			if [ $rc != 0 ]; then
 				fail=1

@@ -2,7 +2,8 @@
 # syscalls.sh - runs INSIDE the guest (perf/run-rate.sh --syscalls): count the
 # system calls per posted WR with `strace -c -f`, SVERBS=off vs SVERBS=on.
 #
-#   syscalls.sh ITERS CONFIGS...      CONFIG: t1 | t4 | pl16 (see rate-matrix.sh)
+#   syscalls.sh ITERS CONFIGS...      CONFIG: t1 | t4 | pl16 | t1b | t4b
+#                                     (see rate-matrix.sh)
 #
 # For each config and mode, rate_bench runs twice under strace: with -n ITERS
 # (WRs per thread) and with -n 0 (setup and teardown only); the difference,
@@ -14,19 +15,23 @@ set -uo pipefail
 iters=$1
 shift
 bin=${PERF_BIN:?}/rate_bench
+budget=${PERF_BUDGET_US:-50}
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 fail=0
 for c in "$@"; do
+	benv=()
 	case $c in
-	t1) args=(-T 1) ;;
-	t4) args=(-T 4) ;;
+	t1 | t1b) args=(-T 1) ;;
+	t4 | t4b) args=(-T 4) ;;
 	pl16) args=(-T 1 -l 16) ;;
 	*) echo "syscalls: unknown config $c" >&2; exit 2 ;;
 	esac
+	[[ $c == *b ]] && benv=("SVERBS_BATCH_BUDGET_US=$budget")
 	for m in off on; do
-		if SVERBS=$m strace -c -f -o "$tmp/setup" "$bin" "${args[@]}" -n 0 >/dev/null &&
-			SVERBS=$m strace -c -f -o "$tmp/run" "$bin" "${args[@]}" -n "$iters" \
+		if [ "$m" = on ]; then e=("${benv[@]}"); else e=(); fi
+		if env "${e[@]}" SVERBS=$m strace -c -f -o "$tmp/setup" "$bin" "${args[@]}" -n 0 >/dev/null &&
+			env "${e[@]}" SVERBS=$m strace -c -f -o "$tmp/run" "$bin" "${args[@]}" -n "$iters" \
 				--label "cfg=$c" >"$tmp/json"; then
 			/usr/bin/python3 "$here/strace2json.py" "$c" "$tmp/setup" "$tmp/run" "$tmp/json" || fail=1
 		else
