@@ -364,6 +364,7 @@ void parse_into(const toml::table& root, Config& c) {
             Endpoint svc;
             if (ur.endpoint("service", svc)) u.service = svc;
             ur.integer("pool", u.pool, 1, 100000);
+            ur.integer("pipeline", u.pipeline, 1, 1024);
             ur.integer("service_timeout_ms", u.service_timeout_ms, 1, 3600000);
             ur.integer("service_connect_timeout_ms", u.service_connect_timeout_ms, 1, 600000);
             ur.finish();

@@ -53,6 +53,9 @@ struct UpstreamConfig {
     // egress side
     std::optional<Endpoint> service;
     uint32_t pool = 64;
+    // Requests pipelined (HTTP/1.1) on one service connection: a batch leaves in one write
+    // and its answers come back in few reads.  1 = one request per connection at a time.
+    uint32_t pipeline = 1;
     int64_t service_timeout_ms = 5000;
     int64_t service_connect_timeout_ms = 1000;
 };

@@ -1,6 +1,8 @@
-// Egress role: receives request batches over the channel, forwards each request to the
-// unmodified service over a pool of keep-alive connections, returns responses in batches
-// (everything completed in one event-loop turn leaves in one frame per channel).
+// Egress role: receives request batches over the channel, forwards the requests to the
+// unmodified service over a pool of keep-alive connections (up to `pipeline` requests
+// pipelined on one connection: one write for all of them, answers parsed in order from the
+// same reads), returns responses in batches (everything completed in one event-loop turn
+// leaves in one frame per channel).
 #include <spdlog/spdlog.h>
 
 #include <deque>
@@ -42,9 +44,9 @@ struct ServiceConn final : StreamConn::Events {
     size_t index;
     StreamConn s;
     HttpParser parser;
-    Job* job = nullptr;
+    std::deque<Job*> jobs;   // sent (or being sent) on this connection, answers due in order
     bool reused = false;     // served a request before (stale keep-alive possible)
-    bool got_bytes = false;  // for the current job
+    bool got_bytes = false;  // for jobs.front()
     int64_t connect_start = 0, idle_since = 0;
 };
 
@@ -104,7 +106,9 @@ class Egress final : public ChannelEvents, public WorkerControl {
     Job* new_job();
     void free_job(Job* j);
     void dispatch(Service& s);
-    void assign(ServiceConn& c, Job* j);
+    void assign(ServiceConn& c, Service& s, size_t n);
+    void start_answer(ServiceConn& c);
+    void requeue_or_fail(ServiceConn& c, bool count_attempt);
     void complete(Job* j, int status, std::string_view headers, std::string_view body);
     void fail(Job* j, int status, std::string_view why);
     void flush_out();
@@ -327,109 +331,169 @@ void Egress::on_frame(Channel& ch, const FrameHeader& h, std::string_view payloa
 }
 
 void Egress::dispatch(Service& s) {
+    const size_t depth = std::max<uint32_t>(1, s.cfg.pipeline);
     while (!s.queue.empty()) {
+        ServiceConn* c = nullptr;
         if (!s.idle.empty()) {
-            ServiceConn* c = s.idle.back();
+            c = s.idle.back();
             s.idle.pop_back();
-            Job* j = s.queue.front();
-            s.queue.pop_front();
-            assign(*c, j);
-            continue;
-        }
-        if (s.open >= s.cfg.pool) break;
-        size_t idx;
-        if (!s.free_slots.empty()) {
-            idx = s.free_slots.back();
-            s.free_slots.pop_back();
+        } else if (s.open < s.cfg.pool) {
+            size_t idx;
+            if (!s.free_slots.empty()) {
+                idx = s.free_slots.back();
+                s.free_slots.pop_back();
+            } else {
+                idx = s.conns.size();
+                s.conns.emplace_back();
+            }
+            s.conns[idx] = std::make_unique<ServiceConn>(*this, s, idx, ring_, svc_limits_);
+            c = s.conns[idx].get();
+            s.open++;
+            m_.service_connections.add(1);
+            c->connect_start = now_ns();
+            if (auto st = c->s.connect(s.addr); !st) {
+                spdlog::warn("service {}: {}", s.name, st.error().message);
+                Job* j = s.queue.front();
+                s.queue.pop_front();
+                fail(j, 502, "service connection failed\n");
+                c->s.close();
+                continue;
+            }
+        } else if (depth > 1) {
+            // Every connection is busy and the pool is full: pipeline behind the least
+            // loaded one that has room.
+            for (auto& cp : s.conns)
+                if (cp && !cp->s.closing() && cp->jobs.size() < depth &&
+                    (!c || cp->jobs.size() < c->jobs.size()))
+                    c = cp.get();
+            if (!c) break;
         } else {
-            idx = s.conns.size();
-            s.conns.emplace_back();
+            break;
         }
-        s.conns[idx] = std::make_unique<ServiceConn>(*this, s, idx, ring_, svc_limits_);
-        auto& c = *s.conns[idx];
-        s.open++;
-        m_.service_connections.add(1);
-        c.connect_start = now_ns();
-        if (auto st = c.s.connect(s.addr); !st) {
-            spdlog::warn("service {}: {}", s.name, st.error().message);
-            Job* j = s.queue.front();
-            s.queue.pop_front();
-            fail(j, 502, "service connection failed\n");
-            c.s.close();
-            continue;
-        }
-        Job* j = s.queue.front();
-        s.queue.pop_front();
-        assign(c, j);
+        assign(*c, s, std::min(depth - std::min(depth, c->jobs.size()), s.queue.size()));
     }
     m_.service_queue.set(0);
     for (auto& x : services_) m_.service_queue.add(static_cast<int64_t>(x.queue.size()));
 }
 
-void Egress::assign(ServiceConn& c, Job* j) {
-    c.job = j;
+// The next n queued jobs go to c: their requests leave in one write.
+void Egress::assign(ServiceConn& c, Service& s, size_t n) {
+    const bool was_empty = c.jobs.empty();
+    for (size_t k = 0; k < n; ++k) {
+        Job* j = s.queue.front();
+        s.queue.pop_front();
+        c.s.out().append(j->request);
+        c.jobs.push_back(j);
+        j->attempts++;
+        m_.service_requests.inc();
+    }
+    if (n == 0) return;
+    if (was_empty) start_answer(c);
+    c.s.flush();
+    m_.service_writes.inc();
+}
+
+// The parser is set up for the answer to jobs.front().
+void Egress::start_answer(ServiceConn& c) {
     c.got_bytes = false;
     c.parser.next();
-    c.parser.expect_no_body(j->head);
-    c.s.out().append(j->request);
-    c.s.flush();
-    j->attempts++;
-    m_.service_requests.inc();
+    c.parser.expect_no_body(c.jobs.front()->head);
+}
+
+// The connection ends with jobs still on it: jobs.front() (already handled by the caller)
+// is gone; the rest were sent but not answered.  They go back to the head of the queue, in
+// order, for a fresh connection -- once (a second failure is a 502), unless the service
+// told us it would not process them (Connection: close), which costs no attempt.
+void Egress::requeue_or_fail(ServiceConn& c, bool count_attempt) {
+    while (!c.jobs.empty()) {
+        Job* j = c.jobs.back();
+        c.jobs.pop_back();
+        if (!count_attempt) j->attempts--;
+        if (j->attempts < 2) {
+            m_.service_retries.inc();
+            c.svc.queue.push_front(j);
+        } else {
+            m_.service_errors.inc();
+            fail(j, 502, "service closed the connection\n");
+        }
+    }
 }
 
 void Egress::conn_connect(ServiceConn& c, int err) {
     if (!err) return;
     m_.service_errors.inc();
-    if (c.job) {
-        Job* j = std::exchange(c.job, nullptr);
-        fail(j, 502,
-             fmt::format("service {} unavailable: {}\n", c.svc.cfg.service->text,
-                         std::strerror(err)));
+    auto why =
+        fmt::format("service {} unavailable: {}\n", c.svc.cfg.service->text, std::strerror(err));
+    while (!c.jobs.empty()) {
+        Job* j = c.jobs.front();
+        c.jobs.pop_front();
+        fail(j, 502, why);
     }
 }
 
 void Egress::conn_data(ServiceConn& c, std::string_view data) {
-    if (!c.job) {
-        c.s.close();  // unsolicited bytes: this connection is out of sync
-        return;
+    while (true) {
+        if (c.jobs.empty()) {
+            c.s.close();  // unsolicited bytes: this connection is out of sync
+            return;
+        }
+        c.got_bytes = true;
+        auto p = c.parser.feed(data);
+        data.remove_prefix(std::min(p.consumed, data.size()));
+        if (p.state == HttpParser::State::Incomplete) return;
+        Job* j = c.jobs.front();
+        c.jobs.pop_front();
+        if (p.state == HttpParser::State::Error) {
+            m_.service_errors.inc();
+            fail(j, 502, fmt::format("bad response from service: {}\n", c.parser.error_name()));
+            requeue_or_fail(c, true);
+            c.s.close();
+            return;
+        }
+        if (j->head && c.parser.content_length())  // HEAD: the length a GET would have
+            c.parser.headers.append(
+                fmt::format("Content-Length: {}\r\n", *c.parser.content_length()));
+        complete(j, c.parser.status, c.parser.headers, c.parser.body);
+        if (!c.parser.keep_alive()) {
+            // The service closes after this answer: what was pipelined behind it was not
+            // processed and goes to another connection.
+            requeue_or_fail(c, false);
+            c.s.close();
+            return;
+        }
+        if (c.jobs.empty()) {
+            if (!data.empty() || draining_) {
+                c.s.close();
+                return;
+            }
+            c.reused = true;
+            c.idle_since = now_ns();
+            c.svc.idle.push_back(&c);
+            dispatch(c.svc);
+            return;
+        }
+        start_answer(c);
+        if (data.empty()) return;
     }
-    c.got_bytes = true;
-    auto p = c.parser.feed(data);
-    if (p.state == HttpParser::State::Incomplete) return;
-    Job* j = std::exchange(c.job, nullptr);
-    if (p.state == HttpParser::State::Error) {
-        m_.service_errors.inc();
-        fail(j, 502, fmt::format("bad response from service: {}\n", c.parser.error_name()));
-        c.s.close();
-        return;
-    }
-    if (j->head && c.parser.content_length())  // HEAD: the length a GET would have
-        c.parser.headers.append(fmt::format("Content-Length: {}\r\n", *c.parser.content_length()));
-    complete(j, c.parser.status, c.parser.headers, c.parser.body);
-    if (!c.parser.keep_alive() || p.consumed != data.size() || draining_) {
-        c.s.close();
-        return;
-    }
-    c.reused = true;
-    c.idle_since = now_ns();
-    c.svc.idle.push_back(&c);
-    dispatch(c.svc);
 }
 
 void Egress::conn_closed(ServiceConn& c) {
     Service& s = c.svc;
-    if (c.job) {
-        Job* j = std::exchange(c.job, nullptr);
+    if (!c.jobs.empty()) {
+        Job* j = c.jobs.front();
+        c.jobs.pop_front();
         auto p = c.parser.feed_eof();
         if (p.state == HttpParser::State::Complete) {
             complete(j, c.parser.status, c.parser.headers, c.parser.body);
+            requeue_or_fail(c, true);
         } else if (c.reused && !c.got_bytes && j->attempts < 2) {
             // The service closed an idle keep-alive connection as we reused it: retry once.
-            m_.service_retries.inc();
-            s.queue.push_front(j);
+            c.jobs.push_front(j);
+            requeue_or_fail(c, true);
         } else {
             m_.service_errors.inc();
             fail(j, 502, "service closed the connection\n");
+            requeue_or_fail(c, true);
         }
     }
     std::erase(s.idle, &c);
@@ -514,16 +578,20 @@ void Egress::sweep(int64_t now) {
         for (auto& cp : s.conns) {
             if (!cp || cp->s.closing()) continue;
             auto& c = *cp;
-            if (c.job && !c.s.connected() &&
+            if (!c.jobs.empty() && !c.s.connected() &&
                 now - c.connect_start > s.cfg.service_connect_timeout_ms * kMs) {
                 m_.service_errors.inc();
-                fail(std::exchange(c.job, nullptr), 502, "service connect timeout\n");
+                for (Job* j : std::exchange(c.jobs, {})) fail(j, 502, "service connect timeout\n");
                 c.s.close();
-            } else if (c.job && now - c.job->start > s.cfg.service_timeout_ms * kMs) {
-                m_.timeouts.inc();
-                fail(std::exchange(c.job, nullptr), 504, "service did not answer in time\n");
+            } else if (!c.jobs.empty() &&
+                       now - c.jobs.front()->start > s.cfg.service_timeout_ms * kMs) {
+                // The oldest answer is overdue; everything pipelined behind it waits on it.
+                for (Job* j : std::exchange(c.jobs, {})) {
+                    m_.timeouts.inc();
+                    fail(j, 504, "service did not answer in time\n");
+                }
                 c.s.close();
-            } else if (!c.job && draining_) {
+            } else if (c.jobs.empty() && draining_) {
                 c.s.close();
             }
         }

@@ -55,7 +55,7 @@ std::string MetricsRegistry::render() const {
     std::string o;
     o.reserve(16384);
     std::map<std::string, std::array<uint64_t, 600>> status;
-    std::map<std::string, uint64_t> req, acc, rej, tmo, bad, svc_req, svc_err, svc_retry;
+    std::map<std::string, uint64_t> req, acc, rej, tmo, bad, svc_req, svc_err, svc_retry, svc_wr;
     std::map<std::string, int64_t> open, inflight, svc_conns, svc_queue;
     for (auto& w : workers_) {
         auto& s = status[w->role];
@@ -70,6 +70,7 @@ std::string MetricsRegistry::render() const {
         svc_req[w->role] += w->service_requests.get();
         svc_err[w->role] += w->service_errors.get();
         svc_retry[w->role] += w->service_retries.get();
+        svc_wr[w->role] += w->service_writes.get();
         svc_conns[w->role] += w->service_connections.get();
         svc_queue[w->role] += w->service_queue.get();
     }
@@ -99,6 +100,9 @@ std::string MetricsRegistry::render() const {
          svc_err);
     emit("sverbs_proxy_service_retries_total", "counter",
          "Requests retried on a fresh service connection.", svc_retry);
+    emit("sverbs_proxy_service_writes_total", "counter",
+         "Writes of requests to the service (egress); requests / writes = pipelining depth.",
+         svc_wr);
     emit("sverbs_proxy_service_connections", "gauge", "Open connections to the service (egress).",
          svc_conns);
     emit("sverbs_proxy_service_queue", "gauge",

@@ -82,7 +82,7 @@ struct WorkerMetrics {
     Counter requests, connections_accepted, admission_rejects, timeouts, bad_requests;
     Gauge connections_open, inflight;
     // egress: requests forwarded to the service, its connections
-    Counter service_requests, service_errors, service_retries;
+    Counter service_requests, service_errors, service_retries, service_writes;
     Gauge service_connections, service_queue;
     std::deque<UpstreamMetrics> upstreams;  // deque: stable addresses
     std::deque<ChannelMetrics> channels;

@@ -78,7 +78,8 @@ name = "compute"
 class = "latency"
 slo_p99_ms = 50
 service = "127.0.0.1:$P_SVC"
-pool = 16
+pool = 2
+pipeline = 8
 service_timeout_ms = 1500
 service_connect_timeout_ms = 500
 
@@ -190,6 +191,29 @@ c=$(code --max-time 20 -d b "$URL/echo")
 kill -CONT $COMPUTE_PID
 wait $A
 wait_200 || fail "no recovery after SIGCONT"
+
+# --- pipelining to the service (pool = 2, pipeline = 8): 20 requests held while the service
+# is stopped, then released; every client gets its own body back, and the egress wrote
+# fewer times than it sent requests.
+w0=$(curl -s --max-time 5 "http://127.0.0.1:$P_MET/metrics" | awk '/^sverbs_proxy_service_writes_total/ {print $NF}')
+r0=$(curl -s --max-time 5 "http://127.0.0.1:$P_MET/metrics" | awk '/^sverbs_proxy_service_requests_total/ {print $NF}')
+kill -STOP $COMPUTE_PID
+PIPE=()
+for i in $(seq 1 20); do
+    curl -s --max-time 20 -d "pipelined-$i-$RANDOM$RANDOM" -o "$DIR/pipe-$i.out" -w '%{http_code}' "$URL/echo" > "$DIR/pipe-$i.code" &
+    PIPE+=($!)
+done
+for _ in $(seq 1 100); do [ "$(metric 'sverbs_proxy_inflight_requests{role="ingress"}')" = 20 ] && break; sleep 0.02; done
+kill -CONT $COMPUTE_PID
+wait "${PIPE[@]}"
+bad=0
+for i in $(seq 1 20); do
+    [ "$(cat "$DIR/pipe-$i.code")" = 200 ] && grep -q "^pipelined-$i-[0-9]*$" "$DIR/pipe-$i.out" || bad=$((bad + 1))
+done
+w1=$(curl -s --max-time 5 "http://127.0.0.1:$P_MET/metrics" | awk '/^sverbs_proxy_service_writes_total/ {print $NF}')
+r1=$(curl -s --max-time 5 "http://127.0.0.1:$P_MET/metrics" | awk '/^sverbs_proxy_service_requests_total/ {print $NF}')
+[ "$bad" = 0 ] && pass "20 pipelined requests, each answered with its own body" || fail "$bad of 20 pipelined requests wrong"
+[ $((r1 - r0)) -ge 20 ] && [ $((w1 - w0)) -lt $((r1 - r0)) ] && pass "pipelined: $((r1 - r0)) requests in $((w1 - w0)) writes" || fail "no pipelining: $((r1 - r0)) requests, $((w1 - w0)) writes"
 
 # --- 502: compute service down, then back
 kill -9 $COMPUTE_PID; wait $COMPUTE_PID 2>/dev/null
