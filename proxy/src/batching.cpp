@@ -39,6 +39,12 @@ bool BatchPolicy::should_flush(size_t queued, int64_t oldest_ns, int64_t now_ns,
     return p_.eager_when_idle && inflight < p_.max_inflight_batches;
 }
 
+uint32_t BatchPolicy::take(size_t queued, size_t ways) const {
+    size_t share = (queued + std::max<size_t>(1, ways) - 1) / std::max<size_t>(1, ways);
+    size_t cap = std::max<size_t>(target_, p_.max_batch);
+    return static_cast<uint32_t>(std::max<size_t>(target_, std::min(share, cap)));
+}
+
 void BatchPolicy::on_latency(int64_t latency_ns, int64_t now_ns) {
     if (!p_.adaptive) return;
     if (window_start_ < 0) window_start_ = now_ns;

@@ -12,6 +12,12 @@
 //   otherwise          -> hold
 // bounded by [0, max_delay] and [1, max_batch].  Non-adaptive policies use max_batch and
 // max_delay as fixed values.
+// A batch that leaves takes take(queued, ways) requests: at least size_target, and when more
+// are already queued, an equal share of them over the `ways` channels that can carry a batch,
+// up to max_batch.  size_target is when to stop waiting, not a cap on what is already there:
+// requests that have arrived would otherwise leave in more, smaller batches in the same loop
+// turn, each paying a frame (and, at the egress, a service write) of its own -- under
+// overload, when the objective is missed and the target shrinks, that made batches of one.
 #pragma once
 
 #include <array>
@@ -45,6 +51,7 @@ class BatchPolicy {
     bool should_flush(size_t queued, int64_t oldest_ns, int64_t now_ns, uint32_t inflight) const;
     int64_t deadline(int64_t oldest_ns) const { return oldest_ns + budget_ns_; }
     uint32_t size_target() const { return target_; }
+    uint32_t take(size_t queued, size_t ways) const;
     int64_t delay_budget_ns() const { return budget_ns_; }
     const BatchParams& params() const { return p_; }
 

@@ -503,7 +503,10 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
             u.batch_remaining.push_back(0);
         }
         uint32_t n = 0;
-        const uint32_t target = u.policy.size_target();
+        size_t ways = 0;
+        for (auto i : u.channels)
+            ways += channels_[i]->up() && !channels_[i]->peer_draining() ? 1 : 0;
+        const uint32_t target = u.policy.take(u.queue.size(), ways);
         while (!u.queue.empty() && n < target && n < 65535) {
             QEntry e = u.queue.front();
             if (!queued_valid(e)) {

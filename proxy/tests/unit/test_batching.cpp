@@ -112,6 +112,24 @@ void test_time_window() {
     CU_ASSERT_EQUAL(b.stats().windows, 1u);
 }
 
+void test_take_what_is_queued() {
+    int64_t now = 0;
+    BatchPolicy b(params());               // target 8, max 32
+    CU_ASSERT_EQUAL(b.take(3, 1), 8u);     // never less than the target
+    CU_ASSERT_EQUAL(b.take(20, 1), 20u);   // everything already queued, in one batch
+    CU_ASSERT_EQUAL(b.take(100, 1), 32u);  // up to max_batch
+    CU_ASSERT_EQUAL(b.take(40, 2), 20u);   // shared over two channels
+    CU_ASSERT_EQUAL(b.take(41, 2), 21u);
+    CU_ASSERT_EQUAL(b.take(10, 4), 8u);
+    CU_ASSERT_EQUAL(b.take(10, 0), 10u);  // no channel counted: as one
+    // Over the objective the target shrinks to 1, but a batch still takes what is queued.
+    for (int i = 0; i < 20; ++i) window(b, 50'000'000, now);
+    CU_ASSERT_EQUAL(b.size_target(), 1u);
+    CU_ASSERT_EQUAL(b.take(1, 1), 1u);
+    CU_ASSERT_EQUAL(b.take(17, 1), 17u);
+    CU_ASSERT_EQUAL(b.take(64, 1), 32u);
+}
+
 void test_non_adaptive_and_reload() {
     auto p = params();
     p.adaptive = false;
@@ -146,6 +164,7 @@ int main() {
         {"p99 is the tail", test_p99_uses_tail},
         {"time-closed windows need enough samples", test_time_window},
         {"fixed policy and reload", test_non_adaptive_and_reload},
+        {"a batch takes what is queued", test_take_what_is_queued},
     };
     return run_cunit_suite("batching", tests);
 }
