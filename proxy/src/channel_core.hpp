@@ -2,6 +2,8 @@
 // heartbeat bookkeeping.  Used by the TCP and RDMA channels alike.
 #pragma once
 
+#include <algorithm>
+
 #include "credits.hpp"
 #include "frame.hpp"
 
@@ -59,6 +61,29 @@ class ChannelCore {
         return true;
     }
 
+    // Heartbeat, for both transports: Ping after `hb` without sending; the peer is lost after
+    // 3 silent periods.  A Ping that could not leave at once (RDMA: every send slot waits for
+    // its completion; it is queued) still counts as asked for, so the next one is due a
+    // period later -- the deadline never lies in the past, the loop never spins on it.
+    enum class Beat { Quiet, Ping, Lost };
+    void mark_up(int64_t now) { last_rx_ = last_tx_ = last_ping_ = now; }
+    void sent(int64_t now) { last_tx_ = now; }
+    void received(int64_t now) { last_rx_ = now; }
+    // What an up channel must do at `now`; `next` = when to look again (> now).
+    Beat heartbeat(int64_t now, int64_t hb, int64_t& next) {
+        if (now - last_rx_ > 3 * hb) {
+            next = now + hb;
+            return Beat::Lost;
+        }
+        Beat b = Beat::Quiet;
+        if (now - std::max(last_tx_, last_ping_) >= hb) {
+            last_ping_ = now;
+            b = Beat::Ping;
+        }
+        next = std::min(std::max(last_tx_, last_ping_) + hb, last_rx_ + 3 * hb + 1);
+        return b;
+    }
+
     SendWindow send;
     ReturnWindow ret;
     bool hello_done = false;
@@ -66,6 +91,7 @@ class ChannelCore {
 
   private:
     uint32_t my_window_ = 0;
+    int64_t last_rx_ = 0, last_tx_ = 0, last_ping_ = 0;
 };
 
 inline void encode_control(char* p, FrameType t) {

@@ -149,7 +149,7 @@ class RdmaChannel final : public Channel {
     uint64_t peer_ring_addr_ = 0;
     uint32_t peer_ring_rkey_ = 0;
     ChannelStats stats_;
-    int64_t backoff_ms_ = 0, next_connect_ = 0, deadline_ = 0, last_rx_ = 0, last_tx_ = 0;
+    int64_t backoff_ms_ = 0, next_connect_ = 0, deadline_ = 0;
     bool shutting_down_ = false, said_goodbye_ = false, hello_sent_ = false;
     std::vector<FrameType> pending_ctl_;  // control frames that found no free send slot
 };
@@ -516,7 +516,7 @@ void RdmaChannel::on_cm_event(rdma_cm_event& e) {
             // and the rdmacm channel are separate fds): then it is up and answered already.
             if (state_ != State::Up) {
                 state_ = State::Handshake;
-                last_rx_ = last_tx_ = now_ns();
+                core_.mark_up(now_ns());
             }
             send_hello();
             break;
@@ -615,7 +615,7 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
     if (slot != UINT32_MAX) free_slots_.pop_back();
     stats_.frames_tx++;
     stats_.bytes_tx += frame.size();
-    last_tx_ = now_ns();
+    core_.sent(now_ns());
     return {};
 }
 
@@ -717,7 +717,7 @@ void RdmaChannel::poll_cq() {
                     break;
                 case WrKind::Recv: {
                     auto idx = static_cast<uint32_t>(wr_index(wc[i].wr_id));
-                    last_rx_ = now_ns();
+                    core_.received(now_ns());
                     stats_.bytes_rx += wc[i].byte_len;
                     if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
                         uint64_t off = static_cast<uint64_t>(ntohl(wc[i].imm_data)) * kRingUnit;
@@ -829,13 +829,20 @@ int64_t RdmaChannel::tick(int64_t now) {
         case State::Handshake:
             if (now >= deadline_) down("connect/handshake timeout");
             return deadline_;
-        case State::Up:
-            if (now - last_rx_ > 3 * hb) {
-                down("peer silent for 3 heartbeats");
-                return now + hb;
+        case State::Up: {
+            int64_t next = 0;
+            switch (core_.heartbeat(now, hb, next)) {
+                case ChannelCore::Beat::Lost:
+                    down("peer silent for 3 heartbeats");
+                    break;
+                case ChannelCore::Beat::Ping:
+                    send_control(FrameType::Ping);
+                    break;
+                case ChannelCore::Beat::Quiet:
+                    break;
             }
-            if (now - last_tx_ >= hb) send_control(FrameType::Ping);
-            return std::min(last_tx_ + hb, last_rx_ + 3 * hb + 1);
+            return next;
+        }
         case State::Dead:
             break;
     }

@@ -61,7 +61,6 @@ class TcpChannel final : public Channel, public StreamConn::Events {
     ChannelCore core_;
     ChannelStats stats_;
     int64_t backoff_ms_ = 0, next_connect_ = 0, connect_deadline_ = 0;
-    int64_t last_rx_ = 0, last_tx_ = 0;
     bool shutting_down_ = false;
     bool said_goodbye_ = false;
 };
@@ -138,7 +137,7 @@ void TcpChannel::start_passive(int fd) {
     state_ = State::Handshake;
     core_.reset(t_.opts().channel.credits);
     connect_deadline_ = now_ns() + t_.opts().channel.connect_timeout_ms * kMs;
-    last_rx_ = last_tx_ = now_ns();
+    core_.mark_up(now_ns());
     send_control(FrameType::Hello);
 }
 
@@ -180,7 +179,7 @@ void TcpChannel::on_connect(StreamConn&, int err) {
         return;  // StreamConn closes itself; on_closed schedules the retry
     }
     state_ = State::Handshake;
-    last_rx_ = last_tx_ = now_ns();
+    core_.mark_up(now_ns());
     send_control(FrameType::Hello);
 }
 
@@ -204,7 +203,7 @@ void TcpChannel::send_control(FrameType t) {
     core_.prepare_outgoing(&out[at]);
     stats_.frames_tx++;
     stats_.bytes_tx += out.size() - at;
-    last_tx_ = now_ns();
+    core_.sent(now_ns());
     conn_->flush();
 }
 
@@ -220,7 +219,7 @@ Status TcpChannel::send(std::string_view frame, int) {
     }
     stats_.frames_tx++;
     stats_.bytes_tx += frame.size();
-    last_tx_ = now_ns();
+    core_.sent(now_ns());
     conn_->flush();
     return {};
 }
@@ -244,7 +243,7 @@ void TcpChannel::fail(const std::string& why) {
 }
 
 void TcpChannel::on_data(StreamConn&, std::string_view data) {
-    last_rx_ = now_ns();
+    core_.received(now_ns());
     stats_.bytes_rx += data.size();
     if (rx_.empty()) {
         size_t used = parse(data);
@@ -356,13 +355,20 @@ int64_t TcpChannel::tick(int64_t now) {
                 return now + hb;
             }
             return connect_deadline_;
-        case State::Up:
-            if (now - last_rx_ > 3 * hb) {
-                fail("peer silent for 3 heartbeats");
-                return now + hb;
+        case State::Up: {
+            int64_t next = 0;
+            switch (core_.heartbeat(now, hb, next)) {
+                case ChannelCore::Beat::Lost:
+                    fail("peer silent for 3 heartbeats");
+                    break;
+                case ChannelCore::Beat::Ping:
+                    send_control(FrameType::Ping);
+                    break;
+                case ChannelCore::Beat::Quiet:
+                    break;
             }
-            if (now - last_tx_ >= hb) send_control(FrameType::Ping);
-            return std::min(last_tx_ + hb, last_rx_ + 3 * hb + 1);
+            return next;
+        }
         case State::Dead:
             break;
     }

@@ -105,6 +105,32 @@ void test_protocol_errors() {
     CU_ASSERT_FALSE(b.on_header(hello).ok());  // second hello
 }
 
+void test_heartbeat() {
+    ChannelCore c;
+    const int64_t hb = 1000;
+    int64_t next = 0;
+    c.mark_up(0);
+    CU_ASSERT(c.heartbeat(500, hb, next) == ChannelCore::Beat::Quiet);
+    CU_ASSERT_EQUAL(next, 1000);
+    c.sent(800);
+    c.received(800);
+    CU_ASSERT(c.heartbeat(1000, hb, next) == ChannelCore::Beat::Quiet);
+    CU_ASSERT_EQUAL(next, 1800);
+    CU_ASSERT(c.heartbeat(1800, hb, next) == ChannelCore::Beat::Ping);
+    CU_ASSERT_EQUAL(next, 2800);
+    // The Ping could not leave (no send slot): not due again before a period has passed,
+    // and the deadline is never in the past.
+    CU_ASSERT(c.heartbeat(1801, hb, next) == ChannelCore::Beat::Quiet);
+    CU_ASSERT_EQUAL(next, 2800);
+    CU_ASSERT(c.heartbeat(2800, hb, next) == ChannelCore::Beat::Ping);
+    CU_ASSERT(next > 2800);
+    // Silence: lost after 3 periods without receiving.
+    CU_ASSERT(c.heartbeat(3801, hb, next) == ChannelCore::Beat::Lost);
+    c.received(3801);
+    CU_ASSERT(c.heartbeat(3802, hb, next) == ChannelCore::Beat::Ping);
+    CU_ASSERT(next > 3802);
+}
+
 void test_ring_allocator() {
     RingAllocator a;
     a.reset(2048);
@@ -163,6 +189,7 @@ int main() {
         {"return window", test_return_window},
         {"two sides conserve credits", test_two_sides_conserve},
         {"protocol errors", test_protocol_errors},
+        {"heartbeat", test_heartbeat},
         {"RDMA ring allocator", test_ring_allocator},
         {"RDMA ring reclaimer matches allocator", test_ring_reclaimer_matches_allocator},
     };
