@@ -297,6 +297,23 @@ static void batch_arrival(struct sverbs_qp *sqp)
 }
 
 /*
+ * Slicing and the window only help a WR overtake another of a lower level;
+ * on a QP whose WRs all share one level (perftest, most bulk movers) they
+ * would cost WQEs and pipelining for nothing.  So a QP schedules (slices,
+ * windows) from the first WR that states a priority or the first WR at a
+ * second level, for the rest of its life (or from its first WR with
+ * slice_always).  What is in flight by then is not counted in the window:
+ * it is already ahead of everything, and its unsignaled tail must not
+ * block the window with no completion to come.
+ */
+static void note_level(struct sverbs_qp *sqp, uint8_t prio, bool stated)
+{
+	sqp->levels_seen |= (uint8_t)(1u << prio);
+	if (stated || (sqp->levels_seen & (sqp->levels_seen - 1)))
+		sqp->scheduled = true;
+}
+
+/*
  * Queue a loaded slot: its level, the priority bits stripped (and nothing
  * else), its place in posting order.  The length of a non-inline WR is
  * taken from its SGEs here.
@@ -310,6 +327,8 @@ void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s)
 		w->len = sge_total(w->sge, w->wr.num_sge);
 	w->prio = wr_prio(sqp, flags, w->len);
 	w->firm = wr_firm(sqp, flags);
+	if (!sqp->scheduled)
+		note_level(sqp, w->prio, sverbs_prio_of(flags) >= 0);
 	w->wr.send_flags = flags & ~SVERBS_PRIO_MASK;
 	w->app_signaled = sqp->sig_all || (flags & IBV_SEND_SIGNALED);
 	w->fenced = flags & IBV_SEND_FENCE;
@@ -383,6 +402,8 @@ static void wqe_account(struct sverbs_qp *sqp, const struct sv_wqe *q)
 {
 	sqp->inflight_wqes++;
 	sqp->inflight_bytes += q->bytes;
+	if (q->windowed)
+		sqp->windowed_bytes += q->bytes;
 	if (q->signaled) {
 		sqp->inflight_sig++;
 		sqp->unsig_wqes = 0;
@@ -397,6 +418,8 @@ static void wqe_release(struct sverbs_qp *sqp, struct sv_wqe *q)
 {
 	sqp->inflight_wqes--;
 	sqp->inflight_bytes -= q->bytes;
+	if (q->windowed)
+		sqp->windowed_bytes -= q->bytes;
 	if (q->signaled)
 		sqp->inflight_sig--;
 	if (q->cost)
@@ -494,15 +517,16 @@ static void fill_wqe(struct sverbs_qp *sqp, uint32_t n, struct sv_wr *w,
 static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 {
 	struct sv_wr *w = &sqp->slots[s];
-	uint64_t window = window_bytes(sqp), rem = w->len - w->cur.off;
+	uint64_t window = UINT64_MAX, rem = w->len - w->cur.off;
 	uint64_t bytes = rem, slice = sv_slice_bytes(&sqp->slicer);
 	bool first = !w->cur.off, final, app_final, sig, cost;
 	struct sv_wqe *q;
 
 	if (sqp->inflight_wqes >= sqp->depth)
 		return false;
-	if (!sqp->hw_err) {
-		if (sqp->inflight_bytes >= window)
+	if (!sqp->hw_err && sqp->scheduled) {
+		window = window_bytes(sqp);
+		if (sqp->windowed_bytes >= window)
 			return false;
 		if (sliceable(w) && rem > slice)
 			bytes = slice;
@@ -526,6 +550,7 @@ static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 	q->final = final;
 	q->signaled = sig;
 	q->cost = cost;
+	q->windowed = window != UINT64_MAX;
 	fill_wqe(sqp, n, w, bytes, sig);
 	if (final) {
 		level_out(sqp, s);
@@ -1163,6 +1188,7 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	sqp->build.head = sqp->build.tail = SV_NONE;
 	sqp->build_cur = SV_NONE;
 	sv_slicer_init(&sqp->slicer, cfg);
+	sqp->scheduled = cfg->slice_always;
 	sverbs_batch_init(&sqp->batch, cfg->batch_budget_us);
 	sqp->cfg.batch_prio_mask &= ~(1u << SVERBS_PRIO_HIGHEST);
 	if (qp_alloc(sqp) || !sv_cq_register(send_cq, sqp)) {

@@ -85,6 +85,7 @@ struct sv_wqe {
 	bool spare;	/* signaled with the QP's spare headroom unit */
 	bool dequeued;	/* completing it removed its WR from its FIFO */
 	bool fence_pop; /* ... and from the fence FIFO */
+	bool windowed;	/* counted in windowed_bytes */
 };
 
 struct sv_fifo {
@@ -126,6 +127,9 @@ struct sverbs_qp {
 	uint64_t seq_next; /* next WQE's sequence number = internal wr_id */
 	uint32_t inflight_wqes;
 	uint64_t inflight_bytes;
+	uint64_t windowed_bytes; /* ... of WQEs posted once scheduling began */
+	bool scheduled;		 /* slicing + window apply (see sv_wr_commit) */
+	uint8_t levels_seen;	 /* bit per level a WR has been queued at */
 	uint32_t inflight_sig;
 	uint32_t unsig_wqes; /* since the last signaled WQE */
 	uint64_t unsig_bytes;

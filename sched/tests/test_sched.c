@@ -37,6 +37,7 @@ static void cfg_default(void)
 	cfg.small_msg_bytes = 0;
 	cfg.default_prio = 4;
 	cfg.cq_headroom = 16;
+	cfg.slice_always = true; /* most tests slice unmarked one-level WRs */
 }
 
 static void setup(int app_cqe)
@@ -1491,6 +1492,59 @@ static void test_batch_off(void)
 	teardown();
 }
 
+/*
+ * slice_always off (the default): a QP whose WRs share one level passes them
+ * whole and unwindowed; the first WR at a second level (here by the size
+ * policy) or with a stated priority starts slicing and the window, and what
+ * was in flight by then does not count against the window.
+ */
+static void test_schedule_once_levels_mix(void)
+{
+	struct ibv_wc wc[64];
+	int i;
+
+	cfg_default();
+	cfg.slice_always = false;
+	cfg.small_msg_bytes = 256;
+	setup(64);
+	mkqp(0, 32, false);
+	/* five unsignaled 6-slice WRITEs: whole, all in flight at once */
+	for (i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(post(sqp[0], i, IBV_WR_RDMA_WRITE, 6 * SL, 0),
+				0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 5);
+	CU_ASSERT_EQUAL(fk->sq[0].out_bytes, 30 * SL);
+	CU_ASSERT_FALSE(sqp[0]->scheduled);
+	/* a small WR lifts to level 0: scheduling starts; it goes at once */
+	CU_ASSERT_EQUAL(
+		post(sqp[0], 10, IBV_WR_RDMA_WRITE, 64, IBV_SEND_SIGNALED), 0);
+	CU_ASSERT_TRUE(sqp[0]->scheduled);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 6);
+	/* the next large WR is sliced and windowed (2 slices) */
+	CU_ASSERT_EQUAL(
+		post(sqp[0], 11, IBV_WR_RDMA_WRITE, 6 * SL, IBV_SEND_SIGNALED),
+		0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 8);
+	CU_ASSERT_EQUAL(fk->sq[0].w[6].bytes, SL);
+	CU_ASSERT_EQUAL(drain(0, wc, 64), 2); /* 10 and 11 */
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 12);
+	teardown();
+
+	/* a stated priority starts it too, on the first WR */
+	cfg_default();
+	cfg.slice_always = false;
+	setup(64);
+	mkqp(0, 32, false);
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_RDMA_WRITE, 6 * SL,
+			     IBV_SEND_SIGNALED | SVERBS_PRIO(4)),
+			0);
+	CU_ASSERT_TRUE(sqp[0]->scheduled);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 2);
+	CU_ASSERT_EQUAL(drain(0, wc, 64), 1);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 6);
+	teardown();
+}
+
 /* A budget far above the test's duration: only triggers ring. */
 static void budget_setup(uint32_t budget_us)
 {
@@ -1669,6 +1723,8 @@ int main(void)
 		{ "budget: level 0, arm, fence ring",
 		  test_budget_urgent_and_triggers },
 		{ "budget: timer sends held WRs", test_budget_timer },
+		{ "scheduling starts once levels mix",
+		  test_schedule_once_levels_mix },
 		{ "budget: size policy stays holdable",
 		  test_budget_size_policy_holdable },
 	};

@@ -834,6 +834,7 @@ again:
 	setenv("SVERBS", "on", 1);
 	setenv("SVERBS_SLICE_BYTES", "4096", 1);
 	setenv("SVERBS_WINDOW_SLICES", "1024", 1);
+	setenv("SVERBS_SLICE_ALWAYS", "1", 1);
 	setenv("SVERBS_SMALL_MSG_BYTES", "0", 1);
 	setenv("SVERBS_DEFAULT_PRIO", "4", 1);
 	setenv("SVERBS_CQ_HEADROOM", "256", 1);
