@@ -1,7 +1,7 @@
 #!/bin/bash
 # guest-bench.sh - runs INSIDE the Soft-RoCE guest (started by run-proxy-bench.sh).
 #
-#   guest-bench.sh PROXY COMPUTE ROUNDS SECONDS "TARGETS" "WORKLOADS" "CONNS"
+#   guest-bench.sh PROXY COMPUTE ROUNDS SECONDS "TARGETS" "WORKLOADS" "CONNS" [PIPELINE [BASE]]
 #
 # One sverbs-compute (10.77.0.2:19000, 1 worker) behind every target, all started once:
 #   direct  the backend itself (ceiling)                          10.77.0.2:19000
@@ -9,6 +9,10 @@
 #   haproxy haproxy, 1 thread, http-reuse always                   10.77.0.1:18082
 #   tcp     sverbs-proxy ingress (1 worker) -> TCP channel -> egress (1 worker)   :18083
 #   rdma    the same over the RDMA channel (ingress on rxe0, egress on rxe1)      :18084
+#   tcp-base, rdma-base  the same with the BASE binary (a previous build)  :18085 / :18086
+# sverbs-proxy's egress pipelines up to PIPELINE requests per service connection (default 64)
+# and its ingress keeps up to 8 batches in flight before waiting to fill one
+# (max_inflight_batches; the base build runs with its defaults: no pipelining, 2).
 # For every round, workload and connection count the targets run back to back (so a
 # change of the host's load hits all of them alike), each `wrk -t2 -cN -dSs --latency`
 # after a 1 s warm-up.  One JSON line per run on stdout; progress on stderr.
@@ -17,6 +21,7 @@ PROXY=$1 COMPUTE=$2 ROUNDS=$3 SECS=$4
 read -r -a TARGETS <<< "$5"
 read -r -a WORKLOADS <<< "$6"
 read -r -a CONNS <<< "$7"
+PIPELINE=${8:-64} BASE=${9:-}
 IN=10.77.0.1 EG=10.77.0.2 SVC=10.77.0.2:19000
 D=$(mktemp -d /tmp/proxy-bench.XXXXXX)
 log() { echo "guest-bench: $*" >&2; }
@@ -89,7 +94,7 @@ EOF
 haproxy -f "$D/haproxy.cfg" -db > "$D/haproxy.log" 2>&1 &
 PIDS+=($!)
 
-proxy_conf() {  # transport ingress-port egress-port
+proxy_conf() {  # transport ingress-port egress-port [pipeline]
     cat << EOF
 log_level = "warn"
 [channel]
@@ -106,22 +111,29 @@ source = "$IN"
 [egress]
 listen = "$EG:$3"
 workers = 1
+metrics_listen = "127.0.0.1:$(($3 + 1000))"
 [[upstream]]
 name = "compute"
 class = "latency"
 service = "$SVC"
 pool = 256
+${4:+pipeline = $4}
+${4:+max_inflight_batches = 8}
 [[route]]
 prefix = "/"
 upstream = "compute"
 EOF
 }
-proxy_conf tcp 18083 17003 > "$D/tcp.toml"
-proxy_conf rdma 18084 17004 > "$D/rdma.toml"
-for t in tcp rdma; do
-    "$PROXY" -c "$D/$t.toml" --role egress > "$D/$t-egress.log" 2>&1 &
+proxy_conf tcp 18083 17003 "$PIPELINE" > "$D/tcp.toml"
+proxy_conf rdma 18084 17004 "$PIPELINE" > "$D/rdma.toml"
+proxy_conf tcp 18085 17005 > "$D/tcp-base.toml"
+proxy_conf rdma 18086 17006 > "$D/rdma-base.toml"
+for t in tcp rdma ${BASE:+tcp-base rdma-base}; do
+    bin=$PROXY
+    case $t in *-base) bin=$BASE ;; esac
+    "$bin" -c "$D/$t.toml" --role egress > "$D/$t-egress.log" 2>&1 &
     PIDS+=($!)
-    "$PROXY" -c "$D/$t.toml" --role ingress > "$D/$t-ingress.log" 2>&1 &
+    "$bin" -c "$D/$t.toml" --role ingress > "$D/$t-ingress.log" 2>&1 &
     PIDS+=($!)
 done
 
@@ -132,6 +144,8 @@ url_of() {
         haproxy) echo "http://$IN:18082" ;;
         tcp) echo "http://$IN:18083" ;;
         rdma) echo "http://$IN:18084" ;;
+        tcp-base) echo "http://$IN:18085" ;;
+        rdma-base) echo "http://$IN:18086" ;;
     esac
 }
 for t in "${TARGETS[@]}"; do
@@ -213,9 +227,12 @@ for f in "$D"/nginx/error.log "$D"/haproxy.log "$D"/*-ingress.log "$D"/*-egress.
     [ -s "$f" ] && { echo "# ---- ${f##*/} (last lines)"; tail -n 8 "$f" | sed 's/^/#   /'; } >&2
 done
 # proxies still healthy at the end, and what their metrics say about batching
-for t in tcp rdma; do
-    port=18083
-    [ $t = rdma ] && port=18084
-    curl -s -m 5 "http://$IN:$port/metrics" | grep -E '^sverbs_proxy_(batch_size_(sum|count)|channel_credit_stalls_total|channel_large_frames_total)' |
+for t in tcp rdma ${BASE:+tcp-base rdma-base}; do
+    curl -s -m 5 "$(url_of $t)/metrics" | grep -E '^sverbs_proxy_(batch_size_(sum|count)|channel_credit_stalls_total|channel_large_frames_total)' |
         sed "s/^/# $t: /" >&2
+done
+for t in tcp rdma ${BASE:+tcp-base rdma-base}; do
+    port=$(awk -F'[:"]' '/^metrics_listen/ {print $(NF-1)}' "$D/$t.toml")
+    curl -s -m 5 "http://127.0.0.1:$port/metrics" | grep -E '^sverbs_proxy_service_(requests|writes)_total' |
+        sed "s/^/# $t egress: /" >&2
 done

@@ -16,13 +16,15 @@ import json
 import statistics
 import sys
 
-TARGETS = ["direct", "nginx", "haproxy", "tcp", "rdma"]
+TARGETS = ["direct", "nginx", "haproxy", "tcp-base", "rdma-base", "tcp", "rdma"]
 LABEL = {
     "direct": "direct (backend)",
     "nginx": "nginx 1.22",
     "haproxy": "haproxy",
     "tcp": "sverbs-proxy TCP",
     "rdma": "sverbs-proxy RDMA",
+    "tcp-base": "sverbs-proxy TCP (before, -B)",
+    "rdma-base": "sverbs-proxy RDMA (before, -B)",
 }
 WORKLOADS = {"echo64": "/echo 64 B", "matmul16": "/matmul n=16", "matmul64": "/matmul n=64"}
 GOAL_RPS, GOAL_P99, GOAL_DIRECT = 3.4, 0.23, 0.90
