@@ -12,9 +12,9 @@
 //   otherwise          -> hold
 // bounded by [0, max_delay] and [1, max_batch].  Non-adaptive policies use max_batch and
 // max_delay as fixed values.
-// A batch that leaves takes take(queued, ways) requests: at least size_target, and when more
-// are already queued, an equal share of them over the `ways` channels that can carry a batch,
-// up to max_batch.  size_target is when to stop waiting, not a cap on what is already there:
+// A batch that leaves takes up to take(queued, ways) requests: size_target, or when more are
+// already queued, an equal share of them over the `ways` channels that can carry a batch, up
+// to max_batch.  size_target is when to stop waiting, not a cap on what is already there:
 // requests that have arrived would otherwise leave in more, smaller batches in the same loop
 // turn, each paying a frame (and, at the egress, a service write) of its own -- under
 // overload, when the objective is missed and the target shrinks, that made batches of one.
