@@ -366,7 +366,7 @@ int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	if (err)
 		*bad_wr = wr;
 	sv_qp_pump(sqp, SV_PUMP_POST);
-	pthread_spin_unlock(&sqp->lock);
+	sv_qp_post_unlock(sqp);
 	return err;
 }
 
@@ -650,12 +650,30 @@ static bool holdable(const struct sverbs_qp *sqp)
 	       sqp->inflight_wqes && !sqp->hw_err && !sqp->dead;
 }
 
+/*
+ * The end of a post: unlock, then arm the budget's timer for a hold that
+ * began.  Arming may wake the timer thread (a system call, a preemption
+ * point); a poster preempted there while holding the QP lock would keep the
+ * timer from ringing the held WRs until it ran again (milliseconds when
+ * threads outnumber cores).
+ */
+void sv_qp_post_unlock(struct sverbs_qp *sqp)
+{
+	uint64_t deadline = sqp->arm_deadline;
+
+	sqp->arm_deadline = 0;
+	pthread_spin_unlock(&sqp->lock);
+	if (deadline)
+		sverbs_timer_arm(&sqp->timer, deadline);
+}
+
 static void unhold(struct sverbs_qp *sqp)
 {
 	if (sqp->held) {
 		sqp->held = false;
 		atomic_fetch_sub(&sqp->scq->held_qps, 1);
 		/* nothing for the timer thread to do: do not wake the lock */
+		sqp->arm_deadline = 0;
 		sverbs_timer_disarm(&sqp->timer);
 	}
 }
@@ -690,7 +708,7 @@ static bool sv_ring_now(struct sverbs_qp *sqp, enum sv_pump_why why,
 		sqp->held = true;
 		sqp->held_at = *now;
 		atomic_fetch_add(&sqp->scq->held_qps, 1);
-		sverbs_timer_arm(&sqp->timer, deadline);
+		sqp->arm_deadline = deadline; /* armed once the lock is free */
 	}
 	return false;
 }

@@ -151,11 +151,12 @@ struct sverbs_qp {
 	struct sverbs_batch batch;
 	struct sverbs_timer_entry timer; /* armed while WRs are held */
 	bool timer_on;
-	bool held;	     /* the queued WRs waited for a bigger batch */
-	uint64_t hold_since; /* arrival of the oldest WR queued (budget) */
-	uint64_t held_at;    /* the first HOLD verdict of the current hold */
-	uint64_t held_wait;  /* 1 + how long the hold that ended lasted */
-	uint64_t app_wrs;    /* WRs the application posted */
+	bool held;	       /* the queued WRs waited for a bigger batch */
+	uint64_t hold_since;   /* arrival of the oldest WR queued (budget) */
+	uint64_t held_at;      /* the first HOLD verdict of the current hold */
+	uint64_t arm_deadline; /* timer to arm at the post's unlock; 0: none */
+	uint64_t held_wait;    /* 1 + how long the hold that ended lasted */
+	uint64_t app_wrs;      /* WRs the application posted */
 	struct sverbs_qp *live_next; /* the live-QP list (SVERBS_STATS) */
 
 	/* ibv_wr_* API: WRs built since wr_start */
@@ -271,6 +272,7 @@ enum sv_pump_why {
 
 /* qp.c: with the QP lock held */
 void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why);
+void sv_qp_post_unlock(struct sverbs_qp *sqp);
 bool sv_qp_owns(const struct sverbs_qp *sqp, uint64_t wr_id);
 void sv_qp_complete(struct sverbs_qp *sqp, const struct ibv_wc *raw,
 		    struct sv_emit *e);

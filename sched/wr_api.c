@@ -64,7 +64,7 @@ static int sv_wr_complete(struct ibv_qp_ex *qpx)
 		sqp->build_cur = SV_NONE;
 		sv_qp_pump(sqp, SV_PUMP_POST);
 	}
-	pthread_spin_unlock(&sqp->lock);
+	sv_qp_post_unlock(sqp);
 	return err;
 }
 

@@ -1546,12 +1546,20 @@ static void test_schedule_once_levels_mix(void)
 }
 
 /* A budget far above the test's duration: only triggers ring. */
-static void budget_setup(uint32_t budget_us)
+static void budget_setup_levels(uint32_t budget_us, uint32_t small_msg,
+				unsigned int default_prio)
 {
 	cfg_default();
 	cfg.batch_budget_us = budget_us;
+	cfg.small_msg_bytes = small_msg;
+	cfg.default_prio = default_prio;
 	setup(64);
 	mkqp(0, 32, false);
+}
+
+static void budget_setup(uint32_t budget_us)
+{
+	budget_setup_levels(budget_us, 0, 4);
 }
 
 /* Under load, WRs posted one per call leave in one chain; poll rings. */
@@ -1622,11 +1630,7 @@ static void test_budget_size_policy_holdable(void)
 {
 	struct ibv_wc wc[32];
 
-	cfg_default();
-	cfg.batch_budget_us = 10 * 1000 * 1000;
-	cfg.small_msg_bytes = 4096;
-	setup(64);
-	mkqp(0, 32, false);
+	budget_setup_levels(10 * 1000 * 1000, 4096, 4);
 	post_each(8, -1, 0);
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 1);
 	CU_ASSERT_EQUAL(sqp[0]->queued, 7);
@@ -1639,11 +1643,7 @@ static void test_budget_size_policy_holdable(void)
 	CU_ASSERT_EQUAL(drain(0, wc, 32), 9);
 	teardown();
 
-	cfg_default();
-	cfg.batch_budget_us = 10 * 1000 * 1000;
-	cfg.default_prio = 0;
-	setup(64);
-	mkqp(0, 32, false);
+	budget_setup_levels(10 * 1000 * 1000, 0, 0);
 	post_each(4, -1, 0);
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 4);
 	CU_ASSERT_EQUAL(fk->doorbells, 4);
