@@ -83,6 +83,23 @@ class ChannelCore {
         next = std::min(std::max(last_tx_, last_ping_) + hb, last_rx_ + 3 * hb + 1);
         return b;
     }
+    // heartbeat() acted on: `lost()` when the peer fell silent, `ping()` when a Ping is due;
+    // returns when to look again.
+    template <class Lost, class Ping>
+    int64_t beat(int64_t now, int64_t hb, Lost&& lost, Ping&& ping) {
+        int64_t next = 0;
+        switch (heartbeat(now, hb, next)) {
+            case Beat::Lost:
+                lost();
+                break;
+            case Beat::Ping:
+                ping();
+                break;
+            case Beat::Quiet:
+                break;
+        }
+        return next;
+    }
 
     SendWindow send;
     ReturnWindow ret;

@@ -829,20 +829,10 @@ int64_t RdmaChannel::tick(int64_t now) {
         case State::Handshake:
             if (now >= deadline_) down("connect/handshake timeout");
             return deadline_;
-        case State::Up: {
-            int64_t next = 0;
-            switch (core_.heartbeat(now, hb, next)) {
-                case ChannelCore::Beat::Lost:
-                    down("peer silent for 3 heartbeats");
-                    break;
-                case ChannelCore::Beat::Ping:
-                    send_control(FrameType::Ping);
-                    break;
-                case ChannelCore::Beat::Quiet:
-                    break;
-            }
-            return next;
-        }
+        case State::Up:
+            return core_.beat(
+                now, hb, [&] { down("peer silent for 3 heartbeats"); },
+                [&] { send_control(FrameType::Ping); });
         case State::Dead:
             break;
     }

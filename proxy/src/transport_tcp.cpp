@@ -355,20 +355,10 @@ int64_t TcpChannel::tick(int64_t now) {
                 return now + hb;
             }
             return connect_deadline_;
-        case State::Up: {
-            int64_t next = 0;
-            switch (core_.heartbeat(now, hb, next)) {
-                case ChannelCore::Beat::Lost:
-                    fail("peer silent for 3 heartbeats");
-                    break;
-                case ChannelCore::Beat::Ping:
-                    send_control(FrameType::Ping);
-                    break;
-                case ChannelCore::Beat::Quiet:
-                    break;
-            }
-            return next;
-        }
+        case State::Up:
+            return core_.beat(
+                now, hb, [&] { fail("peer silent for 3 heartbeats"); },
+                [&] { send_control(FrameType::Ping); });
         case State::Dead:
             break;
     }

@@ -131,6 +131,23 @@ void test_heartbeat() {
     CU_ASSERT(next > 3802);
 }
 
+// beat(): the transports' dispatch of heartbeat() -- exactly one callback per verdict.
+void test_heartbeat_beat() {
+    ChannelCore c;
+    const int64_t hb = 1000;
+    int lost = 0, pings = 0;
+    auto on_lost = [&] { lost++; };
+    auto on_ping = [&] { pings++; };
+    c.mark_up(0);
+    CU_ASSERT_EQUAL(c.beat(500, hb, on_lost, on_ping), 1000);
+    CU_ASSERT(lost == 0 && pings == 0);
+    c.received(900);
+    CU_ASSERT_EQUAL(c.beat(1000, hb, on_lost, on_ping), 2000);
+    CU_ASSERT(lost == 0 && pings == 1);
+    CU_ASSERT(c.beat(3901, hb, on_lost, on_ping) > 3901);
+    CU_ASSERT(lost == 1 && pings == 1);
+}
+
 void test_ring_allocator() {
     RingAllocator a;
     a.reset(2048);
@@ -190,6 +207,7 @@ int main() {
         {"two sides conserve credits", test_two_sides_conserve},
         {"protocol errors", test_protocol_errors},
         {"heartbeat", test_heartbeat},
+        {"heartbeat dispatch", test_heartbeat_beat},
         {"RDMA ring allocator", test_ring_allocator},
         {"RDMA ring reclaimer matches allocator", test_ring_reclaimer_matches_allocator},
     };
