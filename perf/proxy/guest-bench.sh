@@ -22,7 +22,8 @@ read -r -a TARGETS <<< "$5"
 read -r -a WORKLOADS <<< "$6"
 read -r -a CONNS <<< "$7"
 PIPELINE=${8:-64} BASE=${9:-}
-IN=10.77.0.1 EG=10.77.0.2 SVC=10.77.0.2:19000
+# shellcheck source-path=SCRIPTDIR source=guest-lib.sh
+. "$(dirname "$0")/guest-lib.sh"
 D=$(mktemp -d /tmp/proxy-bench.XXXXXX)
 log() { echo "guest-bench: $*" >&2; }
 ulimit -n 200000 || log "cannot raise ulimit -n"
@@ -94,36 +95,6 @@ EOF
 haproxy -f "$D/haproxy.cfg" -db > "$D/haproxy.log" 2>&1 &
 PIDS+=($!)
 
-proxy_conf() {  # transport ingress-port egress-port [pipeline]
-    cat << EOF
-log_level = "warn"
-[channel]
-transport = "$1"
-[ingress]
-listen = "$IN:$2"
-workers = 1
-max_connections = 20000
-admission_limit = 20000
-[[ingress.egress]]
-name = "eg"
-address = "$EG:$3"
-source = "$IN"
-[egress]
-listen = "$EG:$3"
-workers = 1
-metrics_listen = "127.0.0.1:$(($3 + 1000))"
-[[upstream]]
-name = "compute"
-class = "latency"
-service = "$SVC"
-pool = 256
-${4:+pipeline = $4}
-${4:+max_inflight_batches = 8}
-[[route]]
-prefix = "/"
-upstream = "compute"
-EOF
-}
 proxy_conf tcp 18083 17003 "$PIPELINE" > "$D/tcp.toml"
 proxy_conf rdma 18084 17004 "$PIPELINE" > "$D/rdma.toml"
 proxy_conf tcp 18085 17005 > "$D/tcp-base.toml"

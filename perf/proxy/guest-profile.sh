@@ -8,43 +8,16 @@
 set -u
 PROXY=$1 COMPUTE=$2 OUT=$3 CONNS=$5 SECS=$6 WL=${7:-echo64}
 read -r -a TARGETS <<< "$4"
-IN=10.77.0.1 EG=10.77.0.2 SVC=10.77.0.2:19000
+# shellcheck source-path=SCRIPTDIR source=guest-lib.sh
+. "$(dirname "$0")/guest-lib.sh"
 D=$(mktemp -d /tmp/proxy-prof.XXXXXX)
 ulimit -n 200000
 PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill -9 $p 2>/dev/null; done; wait 2>/dev/null' EXIT
 "$COMPUTE" -l $SVC -w 1 > "$D/compute.log" 2>&1 &
 PIDS+=($!)
-conf() {
-    cat << C
-log_level = "warn"
-[channel]
-transport = "$1"
-[ingress]
-listen = "$IN:$2"
-workers = 1
-max_connections = 20000
-admission_limit = 20000
-[[ingress.egress]]
-name = "eg"
-address = "$EG:$3"
-source = "$IN"
-[egress]
-listen = "$EG:$3"
-workers = 1
-[[upstream]]
-name = "compute"
-class = "latency"
-service = "$SVC"
-pool = 256
-pipeline = ${PIPELINE:-64}
-[[route]]
-prefix = "/"
-upstream = "compute"
-C
-}
-conf tcp 18083 17003 > "$D/tcp.toml"
-conf rdma 18084 17004 > "$D/rdma.toml"
+proxy_conf tcp 18083 17003 "${PIPELINE:-64}" > "$D/tcp.toml"
+proxy_conf rdma 18084 17004 "${PIPELINE:-64}" > "$D/rdma.toml"
 for t in tcp rdma; do
     "$PROXY" -c "$D/$t.toml" --role egress > "$D/$t-egress.log" 2>&1 &
     PIDS+=($!)
