@@ -520,21 +520,32 @@ static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 	uint64_t window = UINT64_MAX, rem = w->len - w->cur.off;
 	uint64_t bytes = rem, slice = sv_slice_bytes(&sqp->slicer);
 	bool first = !w->cur.off, final, app_final, sig, cost;
+	bool retire = false;
 	struct sv_wqe *q;
 
 	if (sqp->inflight_wqes >= sqp->depth)
 		return false;
 	if (!sqp->hw_err && sqp->scheduled) {
 		window = window_bytes(sqp);
-		if (sqp->windowed_bytes >= window)
-			return false;
+		/*
+		 * A full window waits for a completion.  If nothing in flight
+		 * is signaled, none will come: the window shrank (the slice
+		 * adapted down) below the unsignaled tail an earlier round
+		 * left, which was legal then.  Let one WQE through, signaled,
+		 * to retire that tail.
+		 */
+		if (sqp->windowed_bytes >= window) {
+			if (sqp->inflight_sig)
+				return false;
+			retire = true;
+		}
 		if (sliceable(w) && rem > slice)
 			bytes = slice;
 	}
 	final = bytes == rem;
 	app_final = final && w->app_signaled;
-	sig = sqp->sig_all || app_final || sqp->hw_err || (final && !first) ||
-	      sqp->unsig_bytes + bytes >= window / 2 ||
+	sig = retire || sqp->sig_all || app_final || sqp->hw_err ||
+	      (final && !first) || sqp->unsig_bytes + bytes >= window / 2 ||
 	      sqp->unsig_wqes + 1 >= sig_every(sqp);
 	cost = !final || (sig && !app_final);
 	if (cost && !sv_hr_take(sqp->scq)) {

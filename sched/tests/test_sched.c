@@ -459,6 +459,45 @@ static void test_window_bound(void)
 	teardown();
 }
 
+/*
+ * The window shrinks (the adaptive slice fell) below the unsignaled tail an
+ * earlier round left in flight: a WR posted then must still go out, with a
+ * signaled WQE that retires the tail, not wait for a completion nothing in
+ * flight will produce (seen on rxe: a QP stalled forever).
+ */
+static void test_window_shrink_unsignaled_tail(void)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 64, false);
+	/* window 2 x SL: one signaled WR, then an unsignaled tail of SL / 2 */
+	post(sqp[0], 1, IBV_WR_RDMA_WRITE, SL / 2, IBV_SEND_SIGNALED);
+	post(sqp[0], 2, IBV_WR_RDMA_WRITE, SL / 4, 0);
+	post(sqp[0], 3, IBV_WR_RDMA_WRITE, SL / 4, 0);
+	CU_ASSERT_EQUAL(fk_outstanding(0), 3);
+	fk_complete(0, 1);
+	n = poll_all(wc, 16);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(sqp[0]->inflight_sig, 0);
+	/* the slice adapts down: the tail alone now fills the window */
+	sqp[0]->slicer.cur = SL / 8;
+	CU_ASSERT(sqp[0]->windowed_bytes >=
+		  (uint64_t)cfg.window_slices * (SL / 8));
+	post(sqp[0], 4, IBV_WR_RDMA_WRITE, 2 * SL, IBV_SEND_SIGNALED);
+	check_progress(sqp[0]);
+	CU_ASSERT_EQUAL(fk_outstanding(0), 3); /* the tail + one slice */
+	CU_ASSERT_TRUE(fk->sq[0].w[3].signaled);
+	n += drain(0, wc + n, 16 - n);
+	CU_ASSERT_EQUAL(n, 2);
+	CU_ASSERT_EQUAL(wc[1].wr_id, 4);
+	CU_ASSERT_EQUAL(wc[1].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(wc[1].byte_len, 2 * SL);
+	teardown();
+}
+
 static void test_depth_bound(void)
 {
 	struct ibv_wc wc[64];
@@ -1690,6 +1729,8 @@ int main(void)
 		{ "prio completion order", test_prio_completion_order },
 		{ "prio policy", test_prio_policy },
 		{ "window bound", test_window_bound },
+		{ "window shrinks below an unsignaled tail",
+		  test_window_shrink_unsignaled_tail },
 		{ "depth bound", test_depth_bound },
 		{ "capacity ENOMEM bad_wr", test_capacity },
 		{ "validation EINVAL", test_validation },
