@@ -56,7 +56,7 @@ void sverbs_config_defaults(struct sverbs_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->mode = SVERBS_MODE_DEFAULT;
 	cfg->default_prio = 4;
-	cfg->small_msg_bytes = 4096;
+	cfg->small_msg_bytes = 0; /* opt-in: it reorders completions */
 	cfg->slice_bytes = 0;
 	cfg->slice_min_bytes = 4096;
 	cfg->slice_max_bytes = 1u << 20;

@@ -42,7 +42,7 @@ static void test_defaults(void)
 	CU_ASSERT_EQUAL(cfg.mode, SVERBS_MODE_DEFAULT);
 	CU_ASSERT_TRUE(sverbs_config_enabled(&cfg));
 	CU_ASSERT_EQUAL(cfg.default_prio, 4);
-	CU_ASSERT_EQUAL(cfg.small_msg_bytes, 4096);
+	CU_ASSERT_EQUAL(cfg.small_msg_bytes, 0);
 	CU_ASSERT_EQUAL(cfg.slice_bytes, 0);
 	CU_ASSERT_EQUAL(cfg.window_slices, 2);
 	CU_ASSERT_FALSE(cfg.slice_always);
