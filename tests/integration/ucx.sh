@@ -35,7 +35,7 @@ grep -q "rxe0:1" "$ITEST_OUT/ucx_info" ||
 TESTS=(
   "tag_lat -s 8 -n 500|500"
   "tag_bw -s 65536 -n 300|300"
-  "tag_bw -s 1048576 -n 40|40"
+  "tag_bw -s 1048576 -n 20|20"
 )
 mode_env() {
   case $1 in
@@ -72,7 +72,7 @@ for mode in "${MODES[@]}"; do
   if [ -n "$MPI_BIN" ]; then
     o=$ITEST_OUT/mpi-$mode
     # two ranks in this guest, forced onto UCX's rc_verbs (no shared memory)
-    if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 \
+    if timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
       --mca pml ucx --mca btl self \
       -x UCX_TLS=rc_verbs,ud_verbs,self -x UCX_NET_DEVICES=rxe0:1 -x UCX_IB_GID_INDEX \
       -x SVERBS -x SVERBS_SLICE_ALWAYS -x SVERBS_SLICE_BYTES -x LD_LIBRARY_PATH \
