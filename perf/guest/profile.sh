@@ -2,8 +2,7 @@
 # profile.sh - runs INSIDE the guest (perf/run-profile.sh): `perf record -g`
 # of rate_bench for each CONFIG, SVERBS=off and on; text reports into OUT.
 #
-#   profile.sh OUT SECONDS CONFIG...    CONFIG: t1 | pl16 | t1b | lat | latb
-#                                       (see rate-matrix.sh)
+#   profile.sh OUT SECONDS CONFIG...    CONFIG: see configs.sh
 #
 # Per (config, mode): OUT/<config>-<mode>.json (rate_bench's line),
 # .stats (SVERBS_STATS=1 counters), .dso (samples by shared object, the
@@ -15,19 +14,13 @@ set -uo pipefail
 out=$1 secs=$2
 shift 2
 bin=${PERF_BIN:?}/rate_bench
-budget=${PERF_BUDGET_US:-50}
+# shellcheck source-path=SCRIPTDIR source=configs.sh
+. "$(dirname "$0")/configs.sh"
 command -v perf >/dev/null || { echo "profile: no perf in the guest (linux-perf)" >&2; exit 77; }
 mkdir -p "$out"
 fail=0
 for c in "$@"; do
-	benv=()
-	case $c in
-	t1 | t1b) args=(-T 1) ;;
-	pl16) args=(-T 1 -l 16) ;;
-	lat | latb) args=(--lat) ;;
-	*) echo "profile: unknown config $c" >&2; exit 2 ;;
-	esac
-	[[ $c == *b ]] && benv=("SVERBS_BATCH_BUDGET_US=$budget")
+	rate_config "$c" || { echo "profile: unknown config $c" >&2; exit 2; }
 	for m in off on; do
 		n=$out/$c-$m d=/tmp/prof-$c-$m.data
 		e=()

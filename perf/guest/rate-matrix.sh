@@ -17,27 +17,19 @@ set -uo pipefail
 reps=$1 dur=$2
 shift 2
 bin=${PERF_BIN:?}/rate_bench
+# shellcheck source-path=SCRIPTDIR source=configs.sh
+. "$(dirname "$0")/configs.sh"
 budget=${PERF_BUDGET_US:-50}
 fail=0
 for ((r = 1; r <= reps; r++)); do
 	if ((r % 2)); then modes="off on"; else modes="on off"; fi
 	for c in "$@"; do
-		benv=() label="cfg=$c rep=$r"
-		case $c in
-		t1 | t1b) args=(-T 1) ;;
-		t4 | t4b) args=(-T 4) ;;
-		pl16) args=(-T 1 -l 16) ;;
-		t4pl16) args=(-T 4 -l 16) ;;
-		lat | latb) args=(--lat) ;;
-		*) echo "rate-matrix: unknown config $c" >&2; exit 2 ;;
-		esac
-		if [[ $c == *b ]]; then
-			benv=("SVERBS_BATCH_BUDGET_US=$budget")
-			label+=" budget_us=$budget"
-		fi
+		label="cfg=$c rep=$r"
+		rate_config "$c" || { echo "rate-matrix: unknown config $c" >&2; exit 2; }
+		[ ${#benv[@]} = 0 ] || label+=" budget_us=$budget"
 		for m in $modes; do
 			if [ "$m" = on ]; then e=("${benv[@]}"); else e=(); fi
-			env "${e[@]}" SVERBS=$m "$bin" "${args[@]}" -t "$dur" --label "$label"
+			env "${e[@]}" SVERBS="$m" "$bin" "${args[@]}" -t "$dur" --label "$label"
 			rc=$?
 			if [ $rc != 0 ]; then
 				fail=1

@@ -15,19 +15,16 @@ set -uo pipefail
 iters=$1
 shift
 bin=${PERF_BIN:?}/rate_bench
-budget=${PERF_BUDGET_US:-50}
+# shellcheck source-path=SCRIPTDIR source=configs.sh
+. "$(dirname "$0")/configs.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 fail=0
 for c in "$@"; do
-	benv=()
 	case $c in
-	t1 | t1b) args=(-T 1) ;;
-	t4 | t4b) args=(-T 4) ;;
-	pl16) args=(-T 1 -l 16) ;;
+	t1 | t4 | pl16 | t1b | t4b) rate_config "$c" ;;
 	*) echo "syscalls: unknown config $c" >&2; exit 2 ;;
 	esac
-	[[ $c == *b ]] && benv=("SVERBS_BATCH_BUDGET_US=$budget")
 	for m in off on; do
 		if [ "$m" = on ]; then e=("${benv[@]}"); else e=(); fi
 		if env "${e[@]}" SVERBS=$m strace -c -f -o "$tmp/setup" "$bin" "${args[@]}" -n 0 >/dev/null &&

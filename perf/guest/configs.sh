@@ -1,0 +1,25 @@
+# shellcheck shell=bash
+# configs.sh - sourced by the guest scripts that run rate_bench
+# (rate-matrix.sh, syscalls.sh, profile.sh): what a config name means.
+#
+#   rate_config CONFIG   sets args (rate_bench options) and benv (the
+#                        environment of the SVERBS=on side); returns 1 for
+#                        an unknown name.
+#   t1 / t4: 1 / 4 threads (a QP+CQ each), one WR per ibv_post_send;
+#   pl16 / t4pl16: 1 / 4 threads, 16 WRs per call; lat: post one, wait for
+#   its completion; a trailing "b" (t1b, t4b, latb): the sverbs side with a
+#   batching budget of PERF_BUDGET_US (default 50) microseconds.
+# shellcheck disable=SC2034  # args and benv are for the caller
+rate_config() {
+	benv=()
+	case $1 in
+	t1 | t1b) args=(-T 1) ;;
+	t4 | t4b) args=(-T 4) ;;
+	pl16) args=(-T 1 -l 16) ;;
+	t4pl16) args=(-T 4 -l 16) ;;
+	lat | latb) args=(--lat) ;;
+	*) return 1 ;;
+	esac
+	if [[ $1 == *b ]]; then benv=("SVERBS_BATCH_BUDGET_US=${PERF_BUDGET_US:-50}"); fi
+	return 0
+}
