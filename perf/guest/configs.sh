@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # configs.sh - sourced by the guest scripts that run rate_bench
-# (rate-matrix.sh, syscalls.sh, profile.sh): what a config name means.
+# (rate-matrix.sh, syscalls.sh, profile.sh): the benchmark's path ($bin) and
+# what a config name means.
 #
 #   rate_config CONFIG   sets args (rate_bench options) and benv (the
 #                        environment of the SVERBS=on side); returns 1 for
@@ -9,7 +10,10 @@
 #   pl16 / t4pl16: 1 / 4 threads, 16 WRs per call; lat: post one, wait for
 #   its completion; a trailing "b" (t1b, t4b, latb): the sverbs side with a
 #   batching budget of PERF_BUDGET_US (default 50) microseconds.
-# shellcheck disable=SC2034  # args and benv are for the caller
+# shellcheck disable=SC2034  # bin, args and benv are for the caller
+bin=${PERF_BIN:?}/rate_bench
+
+# shellcheck disable=SC2034
 rate_config() {
 	benv=()
 	case $1 in

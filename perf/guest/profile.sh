@@ -13,7 +13,6 @@ set -uo pipefail
 [ $# -ge 3 ] || { echo "usage: $0 OUT SECONDS CONFIG..." >&2; exit 2; }
 out=$1 secs=$2
 shift 2
-bin=${PERF_BIN:?}/rate_bench
 # shellcheck source-path=SCRIPTDIR source=configs.sh
 . "$(dirname "$0")/configs.sh"
 command -v perf >/dev/null || { echo "profile: no perf in the guest (linux-perf)" >&2; exit 77; }

@@ -16,7 +16,6 @@ set -uo pipefail
 [ $# -ge 3 ] || { echo "usage: $0 REPS DURATION CONFIG..." >&2; exit 2; }
 reps=$1 dur=$2
 shift 2
-bin=${PERF_BIN:?}/rate_bench
 # shellcheck source-path=SCRIPTDIR source=configs.sh
 . "$(dirname "$0")/configs.sh"
 budget=${PERF_BUDGET_US:-50}

@@ -14,7 +14,6 @@ set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 ITERS CONFIG..." >&2; exit 2; }
 iters=$1
 shift
-bin=${PERF_BIN:?}/rate_bench
 # shellcheck source-path=SCRIPTDIR source=configs.sh
 . "$(dirname "$0")/configs.sh"
 here=$(cd "$(dirname "$0")" && pwd)
