@@ -18,14 +18,13 @@ reps=$1 dur=$2
 shift 2
 # shellcheck source-path=SCRIPTDIR source=configs.sh
 . "$(dirname "$0")/configs.sh"
-budget=${PERF_BUDGET_US:-50}
 fail=0
 for ((r = 1; r <= reps; r++)); do
 	if ((r % 2)); then modes="off on"; else modes="on off"; fi
 	for c in "$@"; do
 		label="cfg=$c rep=$r"
 		rate_config "$c" || { echo "rate-matrix: unknown config $c" >&2; exit 2; }
-		[ ${#benv[@]} = 0 ] || label+=" budget_us=$budget"
+		[ ${#benv[@]} = 0 ] || label+=" budget_us=${benv[0]#*=}"
 		for m in $modes; do
 			if [ "$m" = on ]; then e=("${benv[@]}"); else e=(); fi
 			env "${e[@]}" SVERBS="$m" "$bin" "${args[@]}" -t "$dur" --label "$label"
