@@ -42,9 +42,13 @@ mode_env() {
     off) echo "SVERBS=off" ;;
     on) echo "SVERBS=on" ;;
     slice) echo "SVERBS=on SVERBS_SLICE_ALWAYS=1 SVERBS_SLICE_BYTES=16384" ;;
-    *) echo "ucx.sh: unknown mode $1" >&2; exit 2 ;;
+    *) return 1 ;;
   esac
 }
+# (a failure inside $(mode_env ...) would not stop the script: check first)
+for mode in "${MODES[@]}"; do
+  mode_env "$mode" > /dev/null || { echo "ucx.sh: unknown mode $mode" >&2; exit 2; }
+done
 # final_iters FILE: the iteration count of ucx_perftest's "Final:" row
 final_iters() { awk '$1 == "Final:" { print $2 }' "$1" | tail -n 1; }
 
@@ -80,9 +84,7 @@ for mode in "${MODES[@]}"; do
       "$MPI_BIN" > "$o.out" 2>&1; then rc=0; else rc=$?; fi
     check "[$mode] MPI ping-pong over UCX rc_verbs: exit 0" [ "$rc" = 0 ]
     check "[$mode] MPI ping-pong: every message verified" grep -q "^mpi_pingpong: ok" "$o.out"
-    grep -h 'calling init: ' "$o".ld.* > "$o.inits" 2>/dev/null || true
-    check "[$mode] MPI ranks: libibverbs + librxe from our build" \
-      grep -Eq "calling init: $ITEST_LIBDIR/libibverbs/librxe-rdmav[0-9]+\.so\$" "$o.inits"
+    check "[$mode] MPI ranks: libibverbs + librxe from our build" libs_from_prefix "mpi-$mode"
     echo "# [$mode] mpi: $(grep '^mpi_pingpong' "$o.out" | tail -n 1)"
     [ "$rc" = 0 ] || show "$o.out"
   else
