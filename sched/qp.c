@@ -344,11 +344,14 @@ void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s)
 	sqp->app_wrs++;
 }
 
+static int post_direct(struct sverbs_qp *sqp, uint32_t s,
+		       const struct ibv_send_wr *wr);
+
 int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		     struct ibv_send_wr **bad_wr)
 {
 	uint32_t s;
-	int err = 0;
+	int err = 0, ret;
 
 	pthread_spin_lock(&sqp->lock);
 	for (; wr; wr = wr->next) {
@@ -358,6 +361,14 @@ int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		s = sv_slot_alloc(sqp);
 		if (s == SV_NONE) {
 			err = ENOMEM;
+			break;
+		}
+		ret = !wr->next && !sqp->queued ? post_direct(sqp, s, wr) : -1;
+		if (!ret)
+			continue;
+		if (ret > 0) {
+			sv_slot_free(sqp, s);
+			err = ret;
 			break;
 		}
 		wr_load(sqp, s, wr);
@@ -768,6 +779,17 @@ static int adapter_post(struct sverbs_qp *sqp, uint32_t n,
 	return ret;
 }
 
+static void warn_post_failed(struct sverbs_qp *sqp, int ret)
+{
+	if (sqp->warned)
+		return;
+	sqp->warned = true;
+	sv_log(sqp->ad, sqp->qp->context, SVERBS_LOG_WARN,
+	       "sverbs: QP %u: provider post_send failed (%d); WRs it did "
+	       "not take stay queued",
+	       sqp->qp_num, ret);
+}
+
 /* One chain, one doorbell.  Returns how many WQEs the provider took. */
 static uint32_t ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
 			      uint32_t unsig_wqes, uint64_t unsig_bytes)
@@ -779,13 +801,7 @@ static uint32_t ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
 	ret = adapter_post(sqp, n, &bad);
 	if (!ret)
 		return n;
-	if (!sqp->warned) {
-		sqp->warned = true;
-		sv_log(sqp->ad, sqp->qp->context, SVERBS_LOG_WARN,
-		       "sverbs: QP %u: provider post_send failed (%d); WRs "
-		       "stay queued",
-		       sqp->qp_num, ret);
-	}
+	warn_post_failed(sqp, ret);
 	/* no bad_wr: the provider took the WQEs (rxe: doorbell failed) */
 	if (!bad || bad < sqp->chain || bad >= sqp->chain + n)
 		return n;
@@ -825,6 +841,91 @@ void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why)
 		sverbs_batch_returned(&sqp->batch, sverbs_now_ns());
 	if (idle)
 		sv_slicer_busy(&sqp->slicer, sqp->inflight_bytes - bytes0);
+}
+
+/*
+ * The lone-WR path.  A single WR posted to an empty software queue of a QP
+ * that neither schedules (no slicing, no window) nor batches with a budget
+ * would leave in a pump round of its own, whole, at once.  It goes to the
+ * adapter straight from the application's ibv_send_wr instead (the provider
+ * copies its SGEs and inline data as stock does), and its slot keeps only
+ * what its completion needs: the same WQE, wr_id and signaling as the pump
+ * would give it, without copying the WR into the slot and again into the
+ * chain.  Returns 0 when it went, -1 when it takes the queue instead, or
+ * the provider's error when the provider refused it: then, as with stock,
+ * ibv_post_send fails with that error and bad_wr pointing at it (a doorbell
+ * that failed after the provider took the WQE counts as taken, as for a
+ * chain; see ring_doorbell()).
+ */
+static int post_direct(struct sverbs_qp *sqp, uint32_t s,
+		       const struct ibv_send_wr *wr)
+{
+	unsigned int flags = wr->send_flags;
+	struct ibv_send_wr c, *bad = NULL;
+	struct sv_wr *w = &sqp->slots[s];
+	bool app_sig, sig, cost, idle = !sqp->inflight_wqes;
+	uint64_t len;
+	int ret;
+	struct sv_wqe *q;
+	uint8_t prio, seen;
+
+	if (sqp->scheduled || sqp->batch.budget_ns || sqp->hw_err ||
+	    sqp->inflight_wqes >= sqp->depth || (flags & IBV_SEND_FENCE) ||
+	    sverbs_prio_of(flags) >= 0)
+		return -1;
+	len = sge_total(wr->sg_list, wr->num_sge);
+	prio = wr_prio(sqp, flags, len);
+	seen = sqp->levels_seen | (uint8_t)(1u << prio);
+	if (seen & (seen - 1))
+		return -1; /* a second level: scheduling begins (queue) */
+	app_sig = sqp->sig_all || (flags & IBV_SEND_SIGNALED);
+	sig = app_sig || sqp->unsig_wqes + 1 >= sig_every(sqp);
+	cost = sig && !app_sig;
+	if (cost && !sv_hr_take(sqp->scq))
+		return -1;
+
+	c = *wr;
+	c.next = NULL;
+	c.wr_id = sqp->seq_next;
+	c.send_flags = flags & ~(SVERBS_PRIO_MASK | IBV_SEND_SIGNALED);
+	if (sig)
+		c.send_flags |= IBV_SEND_SIGNALED;
+	ret = sqp->ad->post_send(sqp->qp, &c, &bad);
+	if (ret && bad) {
+		if (cost)
+			sv_hr_give(sqp->scq, 1);
+		return ret < 0 ? -ret : ret;
+	}
+	if (ret)
+		warn_post_failed(sqp, ret);
+
+	w->wr.wr_id = wr->wr_id;
+	w->wr.opcode = wr->opcode;
+	w->len = len;
+	w->prio = prio;
+	w->firm = wr_firm(sqp, flags);
+	w->app_signaled = app_sig;
+	w->fenced = false;
+	w->post_seq = sqp->post_seq++;
+	w->status = IBV_WC_SUCCESS;
+	w->vendor_err = 0;
+	w->cur.off = len;
+	w->state = SV_WR_POSTED;
+	sqp->levels_seen = seen;
+	sqp->app_wrs++;
+
+	q = wqe_at(sqp, sqp->seq_next++);
+	memset(q, 0, sizeof(*q));
+	q->slot = s;
+	q->bytes = (uint32_t)len;
+	q->final = true;
+	q->signaled = sig;
+	q->cost = cost;
+	wqe_account(sqp, q);
+	sverbs_batch_rang(&sqp->batch, 1, false, 0, 0);
+	if (idle)
+		sv_slicer_busy(&sqp->slicer, len);
+	return 0;
 }
 
 /* ------------------------------------------------------------ completions */

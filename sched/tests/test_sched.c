@@ -1283,8 +1283,12 @@ static void test_adapter_failure(void)
 	teardown();
 }
 
-/* Randomized: every WR completes exactly once, whatever happens. */
-static void test_random(void)
+/*
+ * Randomized: every WR completes exactly once, whatever happens.  marked:
+ * WRs state random levels (the QPs schedule); else none does, the QPs never
+ * schedule and lone WRs on an empty queue take the direct path.
+ */
+static void random_run(bool marked)
 {
 	static int count[4096];
 	struct ibv_wc wc[256];
@@ -1294,6 +1298,7 @@ static void test_random(void)
 
 	cfg_default();
 	cfg.window_slices = 3;
+	cfg.slice_always = marked;
 	setup(64 * 2);
 	mkqp(0, 64, false);
 	mkqp(1, 64, true);
@@ -1308,6 +1313,8 @@ static void test_random(void)
 			unsigned int fl = SVERBS_PRIO(rand_r(&seed) % 8) |
 					  IBV_SEND_SIGNALED;
 
+			if (!marked)
+				fl &= ~SVERBS_PRIO_MASK;
 			if (rand_r(&seed) % 7 == 0)
 				fl |= IBV_SEND_FENCE;
 			if (!post(sqp[q], id, op,
@@ -1334,11 +1341,18 @@ static void test_random(void)
 		count[wc[i].wr_id]++;
 	for (i = 0; i < (int)id; i++)
 		CU_ASSERT_EQUAL(count[i], 1);
+	CU_ASSERT_EQUAL(sqp[0]->scheduled, marked);
 	teardown();
 }
 
+static void test_random(void)
+{
+	random_run(true);
+	random_run(false);
+}
+
 /* Randomized with one failure per QP: every WR completes exactly once. */
-static void random_errors(bool signaled_only)
+static void random_errors(bool signaled_only, bool marked)
 {
 	static int count[4096], bad[4096];
 	static bool sig[4096];
@@ -1350,6 +1364,7 @@ static void random_errors(bool signaled_only)
 
 	cfg_default();
 	cfg.window_slices = 3;
+	cfg.slice_always = marked;
 	setup(64 * 2);
 	fk->flush_signaled_only = signaled_only;
 	mkqp(0, 64, false);
@@ -1364,6 +1379,8 @@ static void random_errors(bool signaled_only)
 		if (r < 10 && id < 4000) {
 			unsigned int fl = SVERBS_PRIO(rand_r(&seed) % 8);
 
+			if (!marked)
+				fl = 0;
 			if (rand_r(&seed) % 2)
 				fl |= IBV_SEND_SIGNALED;
 			if (rand_r(&seed) % 9 == 0)
@@ -1412,8 +1429,10 @@ static void random_errors(bool signaled_only)
 
 static void test_random_errors(void)
 {
-	random_errors(false);
-	random_errors(true);
+	random_errors(false, true);
+	random_errors(true, true);
+	random_errors(false, false);
+	random_errors(true, false);
 }
 
 /* A poll whose first raw completions are all internal still returns. */
@@ -1581,6 +1600,90 @@ static void test_schedule_once_levels_mix(void)
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 2);
 	CU_ASSERT_EQUAL(drain(0, wc, 64), 1);
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 6);
+	teardown();
+}
+
+/*
+ * The lone-WR path: on a QP that does not schedule, a single WR posted to
+ * an empty queue goes straight to the adapter; what reaches the hardware
+ * and what the application sees are those of the queue's path.
+ */
+static void test_direct(void)
+{
+	struct ibv_sge sge[3] = { { LADDR, 100, 7 },
+				  { LADDR + 4096, 0, 7 },
+				  { LADDR + 8192, 28, 8 } };
+	struct ibv_send_wr wr[3] = {}, *bad = NULL;
+	struct ibv_wc wc[64];
+	struct fk_wqe *w;
+	int i, n;
+
+	cfg_default();
+	cfg.slice_always = false;
+	setup(64);
+	mkqp(0, 16, false);
+	/* multi-SGE, signaled: one WQE, the app's SGEs, an internal wr_id */
+	CU_ASSERT_EQUAL(post_sge(sqp[0], 1, IBV_WR_RDMA_WRITE, sge, 3,
+				 IBV_SEND_SIGNALED | IBV_SEND_SOLICITED),
+			0);
+	CU_ASSERT_EQUAL(sqp[0]->queued, 0);
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 1);
+	w = fk_wqe(0, 0);
+	CU_ASSERT(sv_qp_owns(sqp[0], w->wr.wr_id));
+	CU_ASSERT_EQUAL(w->wr.num_sge, 3);
+	CU_ASSERT(w->sge[2].addr == LADDR + 8192 && w->sge[2].lkey == 8);
+	CU_ASSERT_EQUAL(w->wr.send_flags,
+			IBV_SEND_SIGNALED | IBV_SEND_SOLICITED);
+	CU_ASSERT_EQUAL(w->wr.wr.rdma.remote_addr, RADDR);
+	/* inline: the provider copies the data at post time */
+	memset(inline_buf, 0xcd, 40);
+	CU_ASSERT_EQUAL(post(sqp[0], 2, IBV_WR_SEND, 40,
+			     IBV_SEND_INLINE | IBV_SEND_SIGNALED),
+			0);
+	memset(inline_buf, 0, 40);
+	w = fk_wqe(0, 1);
+	CU_ASSERT(w->inl[0] == 0xcd && w->inl[39] == 0xcd);
+	n = drain(0, wc, 64);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT(wc[0].wr_id == 1 && wc[0].byte_len == 128 &&
+		  wc[0].opcode == IBV_WC_RDMA_WRITE);
+	CU_ASSERT(wc[1].wr_id == 2 && wc[1].byte_len == 40 &&
+		  wc[1].opcode == IBV_WC_SEND);
+	/* unsignaled ones: every depth / 2 = 7th WQE reports, unseen */
+	for (i = 0; i < 14; i++)
+		CU_ASSERT_EQUAL(post(sqp[0], 100 + i, IBV_WR_SEND, 8, 0), 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 16);
+	for (i = 0; i < 14; i++)
+		CU_ASSERT_EQUAL(fk_wqe(0, 2 + i)->signaled, i % 7 == 6);
+	CU_ASSERT_EQUAL(drain(0, wc, 64), 0);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	/* a list still leaves as one chain, one doorbell */
+	n = fk->doorbells;
+	for (i = 0; i < 3; i++) {
+		wr[i].wr_id = 200 + i;
+		wr[i].sg_list = sge;
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_SEND;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].next = i < 2 ? &wr[i + 1] : NULL;
+	}
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), 0);
+	CU_ASSERT_EQUAL(fk->doorbells, n + 1);
+	CU_ASSERT_EQUAL(drain(0, wc, 64), 3);
+	/* refused by the provider: stock's error and bad_wr, nothing kept */
+	fk->post_fail_at = fk->sq[0].posted + 1;
+	wr[0].next = NULL;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), ENOMEM);
+	CU_ASSERT_PTR_EQUAL(bad, &wr[0]);
+	CU_ASSERT(sqp[0]->queued == 0 && sqp[0]->nfree == 16);
+	fk->post_fail_at = 0;
+	CU_ASSERT_EQUAL(drain(0, wc, 64), 0);
+	CU_ASSERT_EQUAL(post(sqp[0], 300, IBV_WR_SEND, 8, IBV_SEND_SIGNALED),
+			0);
+	n = drain(0, wc, 64);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 300);
+	CU_ASSERT_FALSE(sqp[0]->scheduled);
+	CU_ASSERT_EQUAL(fk->leaks, 0);
 	teardown();
 }
 
@@ -1760,6 +1863,7 @@ int main(void)
 		{ "poll skips internal", test_poll_skips_internal },
 		{ "threads", test_threads },
 		{ "batch off: a doorbell per WQE", test_batch_off },
+		{ "lone WR goes direct", test_direct },
 		{ "budget: held until poll", test_budget_holds_until_poll },
 		{ "budget: level 0, arm, fence ring",
 		  test_budget_urgent_and_triggers },
