@@ -441,7 +441,8 @@ static void translate(struct sverbs_cq *scq, const struct ibv_wc *raw,
 		return;
 	}
 	sv_qp_complete(sqp, raw, e);
-	if (sqp->mark != scq->mark) {
+	/* the end of the poll pumps it, if anything waits to go */
+	if ((sqp->queued || sqp->held) && sqp->mark != scq->mark) {
 		sqp->mark = scq->mark;
 		if (t->n < SV_POLL_BATCH)
 			t->qp[t->n++] = sqp;

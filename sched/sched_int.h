@@ -10,7 +10,8 @@
  *   struct sv_wr     one application WR (a "slot"): a copy of its
  *                    ibv_send_wr with its SGE list (max_send_sge entries)
  *                    and, for IBV_SEND_INLINE, its data (max_inline_data
- *                    bytes).  max_send_wr slots per QP: a slot is the
+ *                    bytes); a WR that took the lone-WR path (post_direct)
+ *                    keeps only what its completion needs.  max_send_wr slots per QP: a slot is the
  *                    application's capacity, held from post until the WR's
  *                    completion is reported or a later completion retires it.
  *   level FIFOs      SVERBS_NUM_PRIO singly linked FIFOs of queued slots.
