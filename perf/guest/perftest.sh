@@ -5,13 +5,18 @@
 #
 #   perftest.sh TESTS...   TEST: bw (64 B, one WR per post), bw-pl16 (64 B,
 #                          --post_list 16), lat (64 B ib_write_lat)
-#   knobs: PERFTEST_BW_ITERS (default 20000), PERFTEST_LAT_ITERS (default 2000)
+#   knobs: PERFTEST_BW_ITERS (default 20000), PERFTEST_LAT_ITERS (default 2000),
+#   PERFTEST_MODES (default "off on": the order of the runs; alternate it
+#   across repetitions so that neither side always goes first)
 #
 # Prints one JSON line per (test, mode) on stdout: {"bench":"perftest",...},
 # perftest's own output on stderr.  Exit 1 if any run failed.
 set -uo pipefail
 bw_n=${PERFTEST_BW_ITERS:-20000}
 lat_n=${PERFTEST_LAT_ITERS:-2000}
+for m in ${PERFTEST_MODES:-off on}; do
+	case $m in off | on) ;; *) echo "perftest: PERFTEST_MODES: unknown mode $m" >&2; exit 2 ;; esac
+done
 port=18515
 fail=0
 tmp=$(mktemp -d)
@@ -22,7 +27,7 @@ for t in "$@"; do
 	lat) tool=ib_write_lat args=(-s 64 -n "$lat_n") name="ib_write_lat 64B" ;;
 	*) echo "perftest: unknown test $t" >&2; exit 2 ;;
 	esac
-	for m in off on; do
+	for m in ${PERFTEST_MODES:-off on}; do
 		port=$((port + 1))
 		export SVERBS=$m
 		"$tool" -d rxe0 -x 1 -F -p $port "${args[@]}" >"$tmp/server" 2>&1 &
