@@ -83,6 +83,7 @@ static int fk_post_send_locked(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		    w->bytes <= FK_INL)
 			memcpy(w->inl, (void *)(uintptr_t)wr->sg_list[0].addr,
 			       wr->sg_list[0].length);
+		w->sg_in = wr->sg_list;
 		w->wr.sg_list = w->sge;
 		w->signaled =
 			sq->sig_all || (wr->send_flags & IBV_SEND_SIGNALED);

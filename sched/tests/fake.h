@@ -24,6 +24,7 @@
 struct fk_wqe {
 	struct ibv_send_wr wr;
 	struct ibv_sge sge[FK_SGE];
+	const struct ibv_sge *sg_in; /* the sg_list pointer as posted */
 	uint8_t inl[FK_INL];
 	uint64_t bytes;
 	bool signaled;

@@ -1631,6 +1631,7 @@ static void test_direct(void)
 	w = fk_wqe(0, 0);
 	CU_ASSERT(sv_qp_owns(sqp[0], w->wr.wr_id));
 	CU_ASSERT_EQUAL(w->wr.num_sge, 3);
+	CU_ASSERT_PTR_EQUAL(w->sg_in, sge); /* not a copy */
 	CU_ASSERT(w->sge[2].addr == LADDR + 8192 && w->sge[2].lkey == 8);
 	CU_ASSERT_EQUAL(w->wr.send_flags,
 			IBV_SEND_SIGNALED | IBV_SEND_SOLICITED);
@@ -1683,6 +1684,13 @@ static void test_direct(void)
 	n = drain(0, wc, 64);
 	CU_ASSERT(n == 1 && wc[0].wr_id == 300);
 	CU_ASSERT_FALSE(sqp[0]->scheduled);
+	/* sq_sig_all: every lone WR signaled, each completes once */
+	mkqp(1, 8, true);
+	for (i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(post(sqp[1], 400 + i, IBV_WR_SEND, 8, 0), 0);
+	CU_ASSERT(fk_wqe(1, 0)->signaled && fk_wqe(1, 2)->signaled);
+	n = drain(1, wc, 64);
+	CU_ASSERT(n == 3 && wc[0].wr_id == 400 && wc[2].wr_id == 402);
 	CU_ASSERT_EQUAL(fk->leaks, 0);
 	teardown();
 }
