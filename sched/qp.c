@@ -335,6 +335,7 @@ void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s)
 	w->post_seq = sqp->post_seq++;
 	w->status = IBV_WC_SUCCESS;
 	w->vendor_err = 0;
+	w->refused = false;
 	memset(&w->cur, 0, sizeof(w->cur));
 	if (sqp->batch.budget_ns)
 		batch_arrival(sqp);
@@ -524,6 +525,58 @@ static void fill_wqe(struct sverbs_qp *sqp, uint32_t n, struct sv_wr *w,
 	c->num_sge = k;
 }
 
+static void wqe_dequeue(struct sverbs_qp *sqp, uint32_t s, struct sv_wqe *q);
+
+/*
+ * A WR the provider refused at hand-over (see ring_doorbell()) goes as a
+ * signaled zero-length RDMA WRITE in its place: a real completion, in
+ * order, through the CQ (events included), which reports the WR's error.
+ */
+static bool build_refused(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
+{
+	struct sv_wr *w = &sqp->slots[s];
+	struct ibv_send_wr *c = &sqp->chain[n];
+	bool cost = !w->app_signaled;
+	struct sv_wqe *q;
+
+	if (cost && !sv_hr_take(sqp->scq)) {
+		sv_hr_wait(sqp->scq, sqp);
+		return false;
+	}
+	memset(c, 0, sizeof(*c));
+	c->wr_id = sqp->seq_next;
+	c->opcode = IBV_WR_RDMA_WRITE;
+	c->send_flags = IBV_SEND_SIGNALED;
+	if (n)
+		sqp->chain[n - 1].next = c;
+	q = wqe_at(sqp, sqp->seq_next);
+	memset(q, 0, sizeof(*q));
+	q->slot = s;
+	q->start = w->cur;
+	q->final = true;
+	q->signaled = true;
+	q->cost = cost;
+	w->cur.off = w->len;
+	wqe_dequeue(sqp, s, q);
+	wqe_account(sqp, q);
+	sqp->seq_next++;
+	return true;
+}
+
+/* The final WQE of slot s is built: the WR leaves its FIFOs. */
+static void wqe_dequeue(struct sverbs_qp *sqp, uint32_t s, struct sv_wqe *q)
+{
+	struct sv_wr *w = &sqp->slots[s];
+
+	level_out(sqp, s);
+	w->state = SV_WR_POSTED;
+	q->dequeued = true;
+	if (w->fenced && sqp->fence.head == s) {
+		fifo_pop(sqp, &sqp->fence, true);
+		q->fence_pop = true;
+	}
+}
+
 /* Build the next WQE of slot s as chain[n], if the hardware has room. */
 static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 {
@@ -536,6 +589,8 @@ static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 
 	if (sqp->inflight_wqes >= sqp->depth)
 		return false;
+	if (w->refused)
+		return build_refused(sqp, s, n);
 	if (!sqp->hw_err && sqp->scheduled) {
 		window = window_bytes(sqp);
 		/*
@@ -574,15 +629,8 @@ static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 	q->cost = cost;
 	q->windowed = window != UINT64_MAX;
 	fill_wqe(sqp, n, w, bytes, sig);
-	if (final) {
-		level_out(sqp, s);
-		w->state = SV_WR_POSTED;
-		q->dequeued = true;
-		if (w->fenced && sqp->fence.head == s) {
-			fifo_pop(sqp, &sqp->fence, true);
-			q->fence_pop = true;
-		}
-	}
+	if (final)
+		wqe_dequeue(sqp, s, q);
 	wqe_account(sqp, q);
 	sqp->seq_next++;
 	return true;
@@ -779,6 +827,32 @@ static int adapter_post(struct sverbs_qp *sqp, uint32_t n,
 	return ret;
 }
 
+/*
+ * The provider refused the WQE of slot s that the layer handed over.  A
+ * full send queue (ENOMEM, EAGAIN, EBUSY) passes: the WR stays queued and
+ * goes on a later pump.  Any other error would refuse it again forever and
+ * stall the QP behind it, while ibv_post_send already returned success: the
+ * WR completes with IBV_WC_LOC_QP_OP_ERR (vendor_err: the error), signaled
+ * or not, through a nop in its place (build_refused()); what it had handed
+ * over already still completes first.
+ */
+static void refuse(struct sverbs_qp *sqp, uint32_t s, int ret)
+{
+	struct sv_wr *w;
+
+	if (ret < 0)
+		ret = -ret;
+	if (s == SV_NONE || ret == ENOMEM || ret == EAGAIN || ret == EBUSY)
+		return;
+	w = &sqp->slots[s];
+	if (w->refused || w->status != IBV_WC_SUCCESS)
+		return;
+	w->refused = true;
+	w->status = IBV_WC_LOC_QP_OP_ERR;
+	w->vendor_err = (uint32_t)ret;
+	sqp->refusals++;
+}
+
 static void warn_post_failed(struct sverbs_qp *sqp, int ret)
 {
 	if (sqp->warned)
@@ -806,13 +880,16 @@ static uint32_t ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
 	if (!bad || bad < sqp->chain || bad >= sqp->chain + n)
 		return n;
 	k = (uint32_t)(bad - sqp->chain);
+	refuse(sqp, wqe_at(sqp, sqp->seq_next - n + k)->slot, ret);
 	rollback(sqp, k, n, unsig_wqes, unsig_bytes);
 	return k;
 }
 
+#define SV_REFUSED_ROUNDS 4
+
 void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why)
 {
-	uint32_t unsig_wqes = sqp->unsig_wqes, n = 0, s;
+	uint32_t unsig_wqes = sqp->unsig_wqes, n = 0, s, refusals, rounds = 0;
 	uint64_t unsig_bytes = sqp->unsig_bytes;
 	uint64_t bytes0 = sqp->inflight_bytes, now = 0;
 	bool idle = !sqp->inflight_wqes;
@@ -824,6 +901,8 @@ void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why)
 	}
 	if (!sv_ring_now(sqp, why, &now))
 		return;
+round:
+	refusals = sqp->refusals;
 	while (sqp->queued) {
 		s = pick(sqp, n);
 		if (s == SV_NONE || !build_wqe(sqp, s, n))
@@ -837,6 +916,13 @@ void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why)
 	n = ring_doorbell(sqp, n, unsig_wqes, unsig_bytes);
 	if (n)
 		batch_rang(sqp, n, now);
+	/* a WR refused for good goes again at once, as its nop */
+	if (sqp->refusals != refusals && rounds++ < SV_REFUSED_ROUNDS) {
+		unsig_wqes = sqp->unsig_wqes;
+		unsig_bytes = sqp->unsig_bytes;
+		n = 0;
+		goto round;
+	}
 	if (why == SV_PUMP_POST && sqp->batch.budget_ns)
 		sverbs_batch_returned(&sqp->batch, sverbs_now_ns());
 	if (idle)
@@ -909,6 +995,7 @@ static int post_direct(struct sverbs_qp *sqp, uint32_t s,
 	w->post_seq = sqp->post_seq++;
 	w->status = IBV_WC_SUCCESS;
 	w->vendor_err = 0;
+	w->refused = false;
 	w->cur.off = len;
 	w->state = SV_WR_POSTED;
 	sqp->levels_seen = seen;
@@ -985,6 +1072,12 @@ static void complete_wr(struct sverbs_qp *sqp, uint32_t s,
 	sv_slot_free(sqp, s);
 }
 
+/* How a WR ends when its QP is reset or destroyed. */
+static enum ibv_wc_status flush_status(const struct sv_wr *w)
+{
+	return w->refused ? w->status : IBV_WC_WR_FLUSH_ERR;
+}
+
 /* Flush the WRs of the WQEs in flight, in order, and forget the WQEs. */
 static void flush_inflight(struct sverbs_qp *sqp, struct sv_emit *e)
 {
@@ -999,7 +1092,7 @@ static void flush_inflight(struct sverbs_qp *sqp, struct sv_emit *e)
 		q->slot = SV_NONE;
 		if (s == SV_NONE || sqp->slots[s].state == SV_WR_FREE)
 			continue;
-		complete_wr(sqp, s, IBV_WC_WR_FLUSH_ERR, NULL, e);
+		complete_wr(sqp, s, flush_status(&sqp->slots[s]), NULL, e);
 	}
 	sqp->seq_head = sqp->seq_next;
 }
@@ -1019,7 +1112,8 @@ static void flush_queued(struct sverbs_qp *sqp, struct sv_emit *e)
 						     sqp->slots[best].post_seq))
 				best = s;
 		}
-		complete_wr(sqp, best, IBV_WC_WR_FLUSH_ERR, NULL, e);
+		complete_wr(sqp, best, flush_status(&sqp->slots[best]), NULL,
+			    e);
 	}
 	sqp->fence.head = SV_NONE;
 	sqp->fence.tail = SV_NONE;
@@ -1098,7 +1192,7 @@ void sv_qp_complete(struct sverbs_qp *sqp, const struct ibv_wc *raw,
 		slot = q->slot;
 		w = slot == SV_NONE ? NULL : &sqp->slots[slot];
 		if (seq == s && err && !sqp->dead) {
-			if (w) {
+			if (w && !w->refused) {
 				w->status = raw->status;
 				w->vendor_err = raw->vendor_err;
 			}
@@ -1112,6 +1206,8 @@ void sv_qp_complete(struct sverbs_qp *sqp, const struct ibv_wc *raw,
 					    ? w->status
 					    : IBV_WC_WR_FLUSH_ERR,
 				    seq == s ? raw : NULL, e);
+		else if (w->refused)
+			complete_wr(sqp, slot, w->status, NULL, e);
 		else if (w->app_signaled)
 			complete_wr(sqp, slot, IBV_WC_SUCCESS,
 				    seq == s ? raw : NULL, e);

@@ -11,9 +11,10 @@
  *                    ibv_send_wr with its SGE list (max_send_sge entries)
  *                    and, for IBV_SEND_INLINE, its data (max_inline_data
  *                    bytes); a WR that took the lone-WR path (post_direct)
- *                    keeps only what its completion needs.  max_send_wr slots per QP: a slot is the
- *                    application's capacity, held from post until the WR's
- *                    completion is reported or a later completion retires it.
+ *                    keeps only what its completion needs.  max_send_wr
+ *                    slots per QP: a slot is the application's capacity,
+ *                    held from post until the WR's completion is reported
+ *                    or a later completion retires it.
  *   level FIFOs      SVERBS_NUM_PRIO singly linked FIFOs of queued slots.
  *   struct sv_wqe    one WQE handed to the hardware, indexed by its internal
  *                    wr_id (a per-QP sequence number) in a power-of-two ring
@@ -73,7 +74,8 @@ struct sv_wr {
 	uint8_t state;
 	bool app_signaled;
 	bool fenced;
-	bool firm; /* batching may not hold it (see wr_firm()) */
+	bool firm;    /* batching may not hold it (see wr_firm()) */
+	bool refused; /* the provider refused it for good (see refuse()) */
 };
 
 struct sv_wqe {
@@ -140,11 +142,12 @@ struct sverbs_qp {
 	struct ibv_send_wr *chain;
 	struct ibv_sge *chain_sge;
 
-	bool hw_err;   /* hardware QP is in ERR: hand WRs over unsliced */
-	bool dead;     /* an error was reported: everything else flushes */
-	bool hr_wait;  /* waiting for CQ headroom */
-	bool warned;   /* adapter failure logged */
-	uint64_t mark; /* poll round that touched it (CQ lock) */
+	bool hw_err;	   /* hardware QP is in ERR: hand WRs over unsliced */
+	bool dead;	   /* an error was reported: everything else flushes */
+	bool hr_wait;	   /* waiting for CQ headroom */
+	bool warned;	   /* adapter failure logged */
+	uint32_t refusals; /* WRs the provider refused for good */
+	uint64_t mark;	   /* poll round that touched it (CQ lock) */
 
 	struct sv_slicer slicer;
 

@@ -63,6 +63,12 @@ static int fk_post_send_locked(struct ibv_qp *qp, struct ibv_send_wr *wr,
 
 	fk->doorbells++;
 	for (; wr; wr = wr->next) {
+		if (fk->post_fail_at && sq->posted + 1 == fk->post_fail_at &&
+		    fk->post_fail_err) {
+			fk->post_fail_at = 0;
+			*bad_wr = wr;
+			return fk->post_fail_err;
+		}
 		if (sq->posted - sq->done >= sq->depth ||
 		    (fk->post_fail_at && sq->posted + 1 == fk->post_fail_at)) {
 			*bad_wr = wr;

@@ -60,7 +60,8 @@ struct fk {
 	int resize_calls;
 	bool resize_fails;
 	bool flush_signaled_only;
-	int post_fail_at; /* >0: fail the post_send of WQE number n (ENOMEM) */
+	int post_fail_at;  /* >0: fail the post_send of WQE number n (ENOMEM) */
+	int post_fail_err; /* set: fail it once, with this error instead */
 };
 
 extern struct fk *fk;

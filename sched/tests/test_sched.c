@@ -1284,6 +1284,57 @@ static void test_adapter_failure(void)
 }
 
 /*
+ * The provider refuses a WR for good at hand-over (an error other than a
+ * full queue): it completes with IBV_WC_LOC_QP_OP_ERR, signaled or not, in
+ * order, through a nop in its place; the QP goes on.
+ */
+static void test_adapter_refuses(void)
+{
+	struct ibv_wc wc[16];
+	struct fk_wqe *w;
+	int n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 16, false);
+	/* 1: 4 slices, 2 go now; 2 and 3 wait behind the window */
+	post(sqp[0], 1, IBV_WR_RDMA_WRITE, 4 * SL, IBV_SEND_SIGNALED);
+	post(sqp[0], 2, IBV_WR_RDMA_WRITE, 64, IBV_SEND_SIGNALED);
+	post(sqp[0], 3, IBV_WR_SEND, 8, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 2);
+	/* the 5th WQE (2's) is refused once with EINVAL */
+	fk->post_fail_at = 5;
+	fk->post_fail_err = EINVAL;
+	n = drain(0, wc, 16);
+	CU_ASSERT_EQUAL_FATAL(n, 3);
+	CU_ASSERT(wc[0].wr_id == 1 && wc[0].status == IBV_WC_SUCCESS);
+	CU_ASSERT(wc[1].wr_id == 2 && wc[1].status == IBV_WC_LOC_QP_OP_ERR);
+	CU_ASSERT_EQUAL(wc[1].vendor_err, EINVAL);
+	CU_ASSERT(wc[2].wr_id == 3 && wc[2].status == IBV_WC_SUCCESS);
+	/* in 2's place a signaled zero-length WRITE */
+	w = fk_wqe(0, 4);
+	CU_ASSERT(w->wr.opcode == IBV_WR_RDMA_WRITE && w->wr.num_sge == 0 &&
+		  w->signaled);
+	teardown();
+
+	/* unsignaled, refused at its 2nd slice: reported all the same */
+	cfg_default();
+	setup(64);
+	mkqp(0, 16, false);
+	fk->post_fail_at = 2;
+	fk->post_fail_err = EINVAL;
+	post(sqp[0], 4, IBV_WR_RDMA_WRITE, 3 * SL, 0);
+	post(sqp[0], 5, IBV_WR_SEND, 8, IBV_SEND_SIGNALED);
+	n = drain(0, wc, 16);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT(wc[0].wr_id == 4 && wc[0].status == IBV_WC_LOC_QP_OP_ERR);
+	CU_ASSERT(wc[1].wr_id == 5 && wc[1].status == IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	CU_ASSERT_FALSE(fk->cq_overflow);
+	teardown();
+}
+
+/*
  * Randomized: every WR completes exactly once, whatever happens.  marked:
  * WRs state random levels (the QPs schedule); else none does, the QPs never
  * schedule and lone WRs on an empty queue take the direct path.
@@ -1866,6 +1917,7 @@ int main(void)
 		{ "adaptive QP", test_adaptive_qp },
 		{ "doorbells", test_doorbells },
 		{ "adapter failure", test_adapter_failure },
+		{ "adapter refuses a WR for good", test_adapter_refuses },
 		{ "random", test_random },
 		{ "random with errors", test_random_errors },
 		{ "poll skips internal", test_poll_skips_internal },
