@@ -9,6 +9,7 @@
  *   sverbs_e2e error-modify [--seed N]
  *   sverbs_e2e events       [--iters N]
  *   sverbs_e2e stats
+ *   sverbs_e2e refused
  *
  * Options also: --send-dev NAME (rxe1) --target-dev NAME (rxe0) --gid N (1).
  * The seed defaults to E2E_SEED or the clock, and is printed.  Output: one
@@ -46,10 +47,10 @@
 /* ------------------------------------------------------------ reporting */
 
 static int n_pass, n_fail, n_check;
-static int n_bad;	/* detail errors of the current check group */
-static int bad_printed; /* how many of them were printed */
-static bool layer_on;	/* sverbs_query_qp_stats() answered 0 */
-static int imm_len_bad; /* WRITE_WITH_IMM receives with a wrong byte_len */
+static int n_bad;	   /* detail errors of the current check group */
+static int bad_printed;	   /* how many of them were printed */
+static bool layer_on;	   /* sverbs_query_qp_stats() answered 0 */
+static int imm_len_bad;	   /* WRITE_WITH_IMM receives with a wrong byte_len */
 static int imm_len_sliced; /* ... with the final slice's length (layer) */
 static const char *volatile phase = "start";
 
@@ -1980,13 +1981,175 @@ out:
 	return 0;
 }
 
+/* ============================================================ refused */
+
+/*
+ * A WR the provider refuses that the layer does not check (rxe: a BIND_MW
+ * carrying an SGE).  Stock, and the layer's lone-WR path, fail
+ * ibv_post_send with the provider's error; a WR the layer queued (behind a
+ * sliced WRITE) and hands over later completes with IBV_WC_LOC_QP_OP_ERR,
+ * once, in posting order, and the QP goes on (docs/semantics.md,
+ * Capacity).
+ */
+struct rcomp {
+	uint64_t wr_id;
+	enum ibv_wc_status status;
+	uint32_t vendor_err;
+};
+
+#define R_MAX 8
+
+/* Poll until want completions came (30 s without one: give up), then
+ * 0.3 s more: none may follow.  Returns how many came (all counted). */
+static int refused_poll(struct ibv_cq *cq, struct rcomp *c, int want)
+{
+	double last = now_s(), grace = 0;
+	struct ibv_wc wc[8];
+	int have = 0, n, i;
+
+	for (;;) {
+		n = poll_cq(cq, wc, 8);
+		for (i = 0; i < n; i++, have++)
+			if (have < R_MAX)
+				c[have] = (struct rcomp){ wc[i].wr_id,
+							  wc[i].status,
+							  wc[i].vendor_err };
+		if (n) {
+			last = now_s();
+			kick_watchdog();
+		}
+		if (have >= want && !grace)
+			grace = now_s() + 0.3;
+		if (grace && now_s() > grace)
+			break;
+		if (!grace && now_s() - last > 30)
+			break;
+	}
+	return have;
+}
+
+static void refused_wr(struct ibv_send_wr *w, struct ibv_sge *g, struct rig *r,
+		       uint64_t id, enum ibv_wr_opcode op, size_t off,
+		       uint32_t len, unsigned int prio)
+{
+	memset(w, 0, sizeof(*w));
+	g->addr = (uintptr_t)(r->S + off);
+	g->length = len;
+	g->lkey = r->smr->lkey;
+	w->wr_id = id;
+	w->sg_list = g;
+	w->num_sge = 1;
+	w->opcode = op;
+	w->send_flags = IBV_SEND_SIGNALED | prio;
+	if (op != IBV_WR_BIND_MW) {
+		w->wr.rdma.remote_addr = (uintptr_t)(r->T + off);
+		w->wr.rdma.rkey = r->tmr->rkey;
+	}
+}
+
+static int cmd_refused(void)
+{
+	struct ibv_send_wr w[4], *bad;
+	struct ibv_sge g[4];
+	struct rcomp c[R_MAX];
+	unsigned int prio = SVERBS_PRIO(4);
+	struct rig r;
+	struct pair p;
+	int ret[4], n, i;
+	size_t k;
+
+	phase = "refused";
+	rig_open(&r, 4 * MiB, false);
+	for (k = 0; k < r.len; k++) {
+		r.S[k] = (uint8_t)(k * 7 + 1);
+		r.T[k] = 0;
+	}
+	/* ---- queued: 1 MiB WRITE (sliced), the BIND, a 64 B WRITE */
+	p = rig_pair(&r);
+	detect_layer(p.s);
+	refused_wr(&w[0], &g[0], &r, make_wrid(0, 0), IBV_WR_RDMA_WRITE, 0, MiB,
+		   prio);
+	refused_wr(&w[1], &g[1], &r, make_wrid(0, 1), IBV_WR_BIND_MW, 2 * MiB,
+		   64, prio);
+	refused_wr(&w[2], &g[2], &r, make_wrid(0, 2), IBV_WR_RDMA_WRITE,
+		   3 * MiB, 64, prio);
+	for (i = 0; i < 3; i++) {
+		bad = NULL;
+		ret[i] = ibv_post_send(p.s, &w[i], &bad);
+		if (i == 1 && !layer_on)
+			check(ret[i] == EINVAL && bad == &w[1],
+			      "refused: stock: ibv_post_send fails with EINVAL "
+			      "and bad_wr (got %d)",
+			      ret[i]);
+		else
+			check(ret[i] == 0, "refused: WR %d posted (got %d)", i,
+			      ret[i]);
+	}
+	n = refused_poll(r.scq, c, layer_on ? 3 : 2);
+	if (layer_on) {
+		check(n == 3, "refused: layer: 3 completions, no more (%d)", n);
+		check(n >= 3 && c[0].wr_id == w[0].wr_id &&
+			      c[1].wr_id == w[1].wr_id &&
+			      c[2].wr_id == w[2].wr_id,
+		      "refused: layer: in posting order");
+		check(n >= 3 && c[1].status == IBV_WC_LOC_QP_OP_ERR &&
+			      c[1].vendor_err == EINVAL,
+		      "refused: layer: the refused WR: %s, vendor_err %u",
+		      n >= 3 ? st(c[1].status) : "-",
+		      n >= 3 ? c[1].vendor_err : 0);
+		check(n >= 3 && c[0].status == IBV_WC_SUCCESS &&
+			      c[2].status == IBV_WC_SUCCESS,
+		      "refused: layer: the WRITEs around it succeed");
+	} else {
+		check(n == 2 && c[0].wr_id == w[0].wr_id &&
+			      c[1].wr_id == w[2].wr_id &&
+			      c[0].status == IBV_WC_SUCCESS &&
+			      c[1].status == IBV_WC_SUCCESS,
+		      "refused: stock: the 2 WRITEs complete, nothing else "
+		      "(%d)",
+		      n);
+	}
+	check(!memcmp(r.S, r.T, MiB) &&
+		      !memcmp(r.S + 3 * MiB, r.T + 3 * MiB, 64),
+	      "refused: the WRITEs' data arrived");
+	/* the QP goes on */
+	refused_wr(&w[3], &g[3], &r, make_wrid(0, 3), IBV_WR_RDMA_WRITE,
+		   3 * MiB + 4096, 64, prio);
+	check(!ibv_post_send(p.s, &w[3], &bad) &&
+		      refused_poll(r.scq, c, 1) == 1 &&
+		      c[0].wr_id == w[3].wr_id && c[0].status == IBV_WC_SUCCESS,
+	      "refused: a WRITE after it completes");
+	ibv_destroy_qp(p.s);
+	ibv_destroy_qp(p.t);
+
+	/* ---- a lone BIND on an idle, unmarked QP: the error at post time */
+	p = rig_pair(&r);
+	refused_wr(&w[1], &g[1], &r, make_wrid(1, 1), IBV_WR_BIND_MW, 0, 64, 0);
+	bad = NULL;
+	ret[1] = ibv_post_send(p.s, &w[1], &bad);
+	check(ret[1] == EINVAL && bad == &w[1],
+	      "refused: lone WR: ibv_post_send fails with EINVAL and bad_wr "
+	      "(got %d)",
+	      ret[1]);
+	refused_wr(&w[2], &g[2], &r, make_wrid(1, 2), IBV_WR_RDMA_WRITE, 8192,
+		   64, 0);
+	check(!ibv_post_send(p.s, &w[2], &bad) &&
+		      refused_poll(r.scq, c, 1) == 1 &&
+		      c[0].wr_id == w[2].wr_id && c[0].status == IBV_WC_SUCCESS,
+	      "refused: lone WR: only the next WRITE completes");
+	ibv_destroy_qp(p.s);
+	ibv_destroy_qp(p.t);
+	rig_close(&r);
+	return 0;
+}
+
 /* ============================================================ main */
 
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: sverbs_e2e integrity|error-rkey|error-modify|events|"
-		"stats [--seed N] [--qps N] [--wrs N] [--iters N]\n"
+		"stats|refused [--seed N] [--qps N] [--wrs N] [--iters N]\n"
 		"       [--send-dev NAME] [--target-dev NAME] [--gid N]\n");
 	exit(2);
 }
@@ -2047,6 +2210,8 @@ int main(int argc, char **argv)
 		cmd_events(iters);
 	else if (!strcmp(cmd, "stats"))
 		cmd_stats();
+	else if (!strcmp(cmd, "refused"))
+		cmd_refused();
 	else
 		usage();
 	alarm(0);
