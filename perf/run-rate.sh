@@ -7,11 +7,14 @@
 #     -n NAME      results name (default: rate; with --syscalls only: syscalls)
 #     -r REPS      repetitions (default: 3)
 #     -t SECONDS   measured seconds per run (default: 3)
-#     -c CONFIGS   any of t1 t4 pl16 t4pl16 lat t1b t4b latb (default: all)
+#     -c CONFIGS   any of t1 t4 pl16 t4pl16 lat t1b t4b latb perftest
+#                  (default: all but perftest)
 #                  t1: 1 thread, one WR per ibv_post_send; t4: 4 threads, each
 #                  its own QP+CQ; pl16 / t4pl16: 1 / 4 threads, 16 WRs per call;
 #                  lat: post one, wait for its completion, repeat; a trailing b:
-#                  the sverbs side with a batching budget (PERF_BUDGET_US, 50)
+#                  the sverbs side with a batching budget (PERF_BUDGET_US, 50);
+#                  perftest: ib_write_lat and ib_write_bw (64 B, one WR per post
+#                  and --post_list 16), client and server both off / on
 #     --syscalls [ITERS]  instead: count syscalls per WR with strace -c -f for
 #                  t1 t4 pl16 t1b t4b (ITERS WRs per thread, default 1000;
 #                  strace makes each syscall slow in the guest, keep it small)
@@ -54,7 +57,9 @@ if [ $sys = 1 ]; then
 else
 	name=${name:-rate}
 	nc=$(wc -w <<<"$cfgs")
-	export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-$((reps * nc * 2 * (${secs%.*} + 4) + 120))}
+	pt=0
+	[[ " $cfgs " == *" perftest "* ]] && pt=1
+	export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-$((reps * nc * 2 * (${secs%.*} + 4) + reps * pt * 120 + 120))}
 	perf_meta "$tmp/meta.json" "run-rate.sh -r $reps -t $secs -c '$cfgs'"
 	perf_log "$reps x {$cfgs} x {off,on}, ${secs}s each, in one guest (timeout ${SVERBS_VM_TIMEOUT}s)"
 	vm_run "export PERF_BUDGET_US=${PERF_BUDGET_US:-50}; '$PERF_DIR/guest/rate-matrix.sh' $reps $secs $cfgs" >"$tmp/runs.jsonl" || rc=$?

@@ -176,13 +176,18 @@ def summarize_perftest(runs):
     out = []
     for t in dict.fromkeys(r["test"] for r in ok):
         row = {"test": t}
+        by = {m: [r for r in ok if r["test"] == t and r["sverbs"] == m] for m, _ in MODES}
         for m, name in MODES:
-            rs = [r for r in ok if r["test"] == t and r["sverbs"] == m]
-            row[name] = {k: rnd(med([r.get(k) for r in rs]), 6)
-                         for k in ("mpps", "bw_mbps", "lat_typical_us", "lat_p99_us")
-                         if any(r.get(k) is not None for r in rs)}
+            row[name] = {k: rnd(med([r.get(k) for r in by[m]]), 6)
+                         for k in PERFTEST_KEYS if any(r.get(k) is not None for r in by[m])}
+        # runs labelled rep=N (run-rate.sh -c perftest) pair up
+        row["paired"] = {k: p for k in row["stock"]
+                         if (p := paired(by["off"], by["on"], lambda r, k=k: r.get(k)))}
         out.append(row)
     return out
+
+
+PERFTEST_KEYS = ("mpps", "bw_mbps", "lat_typical_us", "lat_p99_us")
 
 
 def fmt(x, unit=""):
@@ -302,11 +307,16 @@ def markdown(name, meta, summ, errors):
                 top("stock"), top("sverbs")))
         L.append("")
     if summ.get("perftest"):
-        L += ["## perftest", "", "| test | stock | sverbs |", "|---|---|---|"]
+        L += ["## perftest", "", "| test | stock | sverbs | sverbs/stock, median of paired runs (min..max) |",
+              "|---|---|---|---|"]
         for r in summ["perftest"]:
             def show(d):
-                return ", ".join("%s %s" % (k, fmt(v)) for k, v in d.items()) or "-"
-            L.append("| %s | %s | %s |" % (r["test"], show(r["stock"]), show(r["sverbs"])))
+                # perftest reports Mpps; rxe's rates read better in kpps
+                return ", ".join("kpps %s" % fmt(v * 1000) if k == "mpps" and v is not None
+                                 else "%s %s" % (k, fmt(v)) for k, v in d.items()) or "-"
+            pr = ", ".join("%s %s" % ("rate" if k == "mpps" else k, fmt_ratio(p["median"], p))
+                           for k, p in r.get("paired", {}).items()) or "-"
+            L.append("| %s | %s | %s | %s |" % (r["test"], show(r["stock"]), show(r["sverbs"]), pr))
         L.append("")
     if errors:
         L += ["## Failed runs", ""] + ["- `%s`" % json.dumps(e) for e in errors] + [""]

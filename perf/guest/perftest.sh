@@ -7,7 +7,8 @@
 #                          --post_list 16), lat (64 B ib_write_lat)
 #   knobs: PERFTEST_BW_ITERS (default 20000), PERFTEST_LAT_ITERS (default 2000),
 #   PERFTEST_MODES (default "off on": the order of the runs; alternate it
-#   across repetitions so that neither side always goes first)
+#   across repetitions so that neither side always goes first),
+#   PERFTEST_LABEL (copied into each line's "label", e.g. "rep=3")
 #
 # Prints one JSON line per (test, mode) on stdout: {"bench":"perftest",...},
 # perftest's own output on stderr.  Exit 1 if any run failed.
@@ -47,15 +48,15 @@ for t in "$@"; do
 				# #bytes #iterations BW_peak BW_average[MB/s] MsgRate[Mpps]
 				# shellcheck disable=SC2086 # split the row into fields
 				set -- $row
-				printf '{"bench":"perftest","test":"%s","sverbs":"%s","bw_mbps":%s,"mpps":%s}\n' \
-					"$name" "$m" "$4" "$5"
+				printf '{"bench":"perftest","test":"%s","sverbs":"%s","label":"%s","bw_mbps":%s,"mpps":%s}\n' \
+					"$name" "$m" "${PERFTEST_LABEL:-}" "$4" "$5"
 				;;
 			ib_write_lat)
 				# #bytes #iter t_min t_max t_typical t_avg t_stdev p99 p99.9
 				# shellcheck disable=SC2086 # split the row into fields
 				set -- $row
-				printf '{"bench":"perftest","test":"%s","sverbs":"%s","lat_typical_us":%s,"lat_p99_us":%s}\n' \
-					"$name" "$m" "$5" "$8"
+				printf '{"bench":"perftest","test":"%s","sverbs":"%s","label":"%s","lat_typical_us":%s,"lat_p99_us":%s}\n' \
+					"$name" "$m" "${PERFTEST_LABEL:-}" "$5" "$8"
 				;;
 			esac
 		else

@@ -8,7 +8,9 @@
 #               each), "pl16" (1 thread, --post-list 16), "t4pl16" (4 threads,
 #               --post-list 16), "lat" (latency at low load); a trailing "b"
 #               (t1b, t4b, latb) runs the sverbs side with budgeted batching,
-#               SVERBS_BATCH_BUDGET_US=$PERF_BUDGET_US (default 50)
+#               SVERBS_BATCH_BUDGET_US=$PERF_BUDGET_US (default 50);
+#               "perftest": perftest.sh lat bw bw-pl16 (two processes, both
+#               with SVERBS=off / on), in the repetition's order
 #
 # Prints rate_bench's JSON lines on stdout (failed runs: a line with "error"),
 # human lines on stderr.  Exit 1 if any run failed.
@@ -23,6 +25,11 @@ for ((r = 1; r <= reps; r++)); do
 	if ((r % 2)); then modes="off on"; else modes="on off"; fi
 	for c in "$@"; do
 		label="cfg=$c rep=$r"
+		if [ "$c" = perftest ]; then
+			PERFTEST_MODES="$modes" PERFTEST_LABEL="$label" \
+				"$(dirname "$0")/perftest.sh" lat bw bw-pl16 || fail=1
+			continue
+		fi
 		rate_config "$c" || { echo "rate-matrix: unknown config $c" >&2; exit 2; }
 		[ ${#benv[@]} = 0 ] || label+=" budget_us=${benv[0]#*=}"
 		for m in $modes; do
