@@ -2047,6 +2047,17 @@ static void refused_wr(struct ibv_send_wr *w, struct ibv_sge *g, struct rig *r,
 	}
 }
 
+/* Post w; it, and nothing else, completes successfully. */
+static bool refused_post_ok(struct ibv_qp *qp, struct rig *r,
+			    struct ibv_send_wr *w)
+{
+	struct ibv_send_wr *bad = NULL;
+	struct rcomp c[R_MAX];
+
+	return !ibv_post_send(qp, w, &bad) && refused_poll(r->scq, c, 1) == 1 &&
+	       c[0].wr_id == w->wr_id && c[0].status == IBV_WC_SUCCESS;
+}
+
 static int cmd_refused(void)
 {
 	struct ibv_send_wr w[4], *bad;
@@ -2115,9 +2126,7 @@ static int cmd_refused(void)
 	/* the QP goes on */
 	refused_wr(&w[3], &g[3], &r, make_wrid(0, 3), IBV_WR_RDMA_WRITE,
 		   3 * MiB + 4096, 64, prio);
-	check(!ibv_post_send(p.s, &w[3], &bad) &&
-		      refused_poll(r.scq, c, 1) == 1 &&
-		      c[0].wr_id == w[3].wr_id && c[0].status == IBV_WC_SUCCESS,
+	check(refused_post_ok(p.s, &r, &w[3]),
 	      "refused: a WRITE after it completes");
 	ibv_destroy_qp(p.s);
 	ibv_destroy_qp(p.t);
@@ -2133,9 +2142,7 @@ static int cmd_refused(void)
 	      ret[1]);
 	refused_wr(&w[2], &g[2], &r, make_wrid(1, 2), IBV_WR_RDMA_WRITE, 8192,
 		   64, 0);
-	check(!ibv_post_send(p.s, &w[2], &bad) &&
-		      refused_poll(r.scq, c, 1) == 1 &&
-		      c[0].wr_id == w[2].wr_id && c[0].status == IBV_WC_SUCCESS,
+	check(refused_post_ok(p.s, &r, &w[2]),
 	      "refused: lone WR: only the next WRITE completes");
 	ibv_destroy_qp(p.s);
 	ibv_destroy_qp(p.t);
