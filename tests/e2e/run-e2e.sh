@@ -55,6 +55,19 @@ for mode in "${mlist[@]}"; do
 	env "${envs[@]}" timeout -s KILL 900 "$bin" "$sub" "$@"
 	rc=$?
 	echo "# ==== $sub [$mode]: exit $rc"
+	if [ $rc != 0 ] && [ "$mode" = off ]; then
+		# The stock reference, not the layer: the 6.1 rxe's RC
+		# retransmission can still stall a QP now and then (README.md,
+		# test bed notes).  Say so, show rxe's error counters, and give
+		# stock one more run; a second failure counts.
+		echo "# ==== stock (SVERBS=off) failed; rxe counters:" \
+			"$(grep -H . /sys/class/infiniband/rxe*/ports/1/hw_counters/{completer_retry_err,rcvd_seq_err,retry_exceeded_err,out_of_seq_request} 2>/dev/null |
+				sed 's|.*/\(rxe[0-9]\)/.*/|\1 |' | paste -sd' ')"
+		echo "# ==== one more stock run (a known 6.1 rxe retransmission stall is not what this tests)"
+		env "${envs[@]}" timeout -s KILL 900 "$bin" "$sub" "$@"
+		rc=$?
+		echo "# ==== $sub [$mode] second run: exit $rc"
+	fi
 	# packet loss and RC retransmissions in this run, for the record
 	drops=$(while read -r _ d _; do echo $((16#$d)); done </proc/net/softnet_stat | paste -sd+ | bc)
 	retr=$(cat /sys/class/infiniband/rxe*/ports/1/hw_counters/duplicate_request 2>/dev/null | paste -sd+ | bc 2>/dev/null)
