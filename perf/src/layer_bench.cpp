@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 extern "C" {
@@ -190,42 +191,27 @@ void run_burst16(benchmark::State& state, Path& p) {
     state.SetItemsProcessed(state.iterations() * 16);
 }
 
-void BM_lat_stock(benchmark::State& state) {
-    Stock p;
-    run_lat(state, p);
+enum class Kind { stock, lone, scheduled };
+
+std::unique_ptr<Path> make_path(Kind k) {
+    if (k == Kind::stock) return std::make_unique<Stock>();
+    return std::make_unique<Layer>(k == Kind::scheduled, 0);
 }
 
-void BM_lat_layer_lone(benchmark::State& state) {
-    Layer p(false, 0);
-    run_lat(state, p);
+void BM_lat(benchmark::State& state, Kind k) {
+    run_lat(state, *make_path(k));
 }
 
-void BM_lat_layer_scheduled(benchmark::State& state) {
-    Layer p(true, 0);
-    run_lat(state, p);
+void BM_burst16(benchmark::State& state, Kind k) {
+    run_burst16(state, *make_path(k));
 }
 
-void BM_burst16_stock(benchmark::State& state) {
-    Stock p;
-    run_burst16(state, p);
-}
-
-void BM_burst16_layer(benchmark::State& state) {
-    Layer p(false, 0);
-    run_burst16(state, p);
-}
-
-void BM_burst16_layer_scheduled(benchmark::State& state) {
-    Layer p(true, 0);
-    run_burst16(state, p);
-}
-
-BENCHMARK(BM_lat_stock);
-BENCHMARK(BM_lat_layer_lone);
-BENCHMARK(BM_lat_layer_scheduled);
-BENCHMARK(BM_burst16_stock);
-BENCHMARK(BM_burst16_layer);
-BENCHMARK(BM_burst16_layer_scheduled);
+BENCHMARK_CAPTURE(BM_lat, stock, Kind::stock);
+BENCHMARK_CAPTURE(BM_lat, layer_lone, Kind::lone);
+BENCHMARK_CAPTURE(BM_lat, layer_scheduled, Kind::scheduled);
+BENCHMARK_CAPTURE(BM_burst16, stock, Kind::stock);
+BENCHMARK_CAPTURE(BM_burst16, layer, Kind::lone);
+BENCHMARK_CAPTURE(BM_burst16, layer_scheduled, Kind::scheduled);
 
 }  // namespace
 
