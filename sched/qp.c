@@ -313,6 +313,30 @@ static void note_level(struct sverbs_qp *sqp, uint8_t prio, bool stated)
 		sqp->scheduled = true;
 }
 
+static bool wr_app_signaled(const struct sverbs_qp *sqp, unsigned int flags)
+{
+	return sqp->sig_all || (flags & IBV_SEND_SIGNALED);
+}
+
+/*
+ * The state every accepted WR starts with, whichever way it goes: queued
+ * (sv_wr_commit()) or the lone-WR path (post_direct()).
+ */
+static void wr_stamp(struct sverbs_qp *sqp, struct sv_wr *w, unsigned int flags,
+		     uint8_t prio)
+{
+	w->prio = prio;
+	w->firm = wr_firm(sqp, flags);
+	w->app_signaled = wr_app_signaled(sqp, flags);
+	w->fenced = flags & IBV_SEND_FENCE;
+	w->post_seq = sqp->post_seq++;
+	w->status = IBV_WC_SUCCESS;
+	w->vendor_err = 0;
+	w->refused = false;
+	memset(&w->cur, 0, sizeof(w->cur));
+	sqp->app_wrs++;
+}
+
 /*
  * Queue a loaded slot: its level, the priority bits stripped (and nothing
  * else), its place in posting order.  The length of a non-inline WR is
@@ -325,24 +349,15 @@ void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s)
 
 	if (!(flags & IBV_SEND_INLINE))
 		w->len = sge_total(w->sge, w->wr.num_sge);
-	w->prio = wr_prio(sqp, flags, w->len);
-	w->firm = wr_firm(sqp, flags);
+	wr_stamp(sqp, w, flags, wr_prio(sqp, flags, w->len));
 	if (!sqp->scheduled)
 		note_level(sqp, w->prio, sverbs_prio_of(flags) >= 0);
 	w->wr.send_flags = flags & ~SVERBS_PRIO_MASK;
-	w->app_signaled = sqp->sig_all || (flags & IBV_SEND_SIGNALED);
-	w->fenced = flags & IBV_SEND_FENCE;
-	w->post_seq = sqp->post_seq++;
-	w->status = IBV_WC_SUCCESS;
-	w->vendor_err = 0;
-	w->refused = false;
-	memset(&w->cur, 0, sizeof(w->cur));
 	if (sqp->batch.budget_ns)
 		batch_arrival(sqp);
 	level_in(sqp, s, false);
 	if (w->fenced)
 		fifo_push(sqp, &sqp->fence, s, true);
-	sqp->app_wrs++;
 }
 
 static int post_direct(struct sverbs_qp *sqp, uint32_t s,
@@ -527,6 +542,22 @@ static void fill_wqe(struct sverbs_qp *sqp, uint32_t n, struct sv_wr *w,
 
 static void wqe_dequeue(struct sverbs_qp *sqp, uint32_t s, struct sv_wqe *q);
 
+/* The record of the next WQE, for slot s, from its cursor. */
+static struct sv_wqe *wqe_new(struct sverbs_qp *sqp, uint32_t s, uint64_t bytes,
+			      bool final, bool sig, bool cost)
+{
+	struct sv_wqe *q = wqe_at(sqp, sqp->seq_next);
+
+	memset(q, 0, sizeof(*q));
+	q->slot = s;
+	q->bytes = (uint32_t)bytes;
+	q->start = sqp->slots[s].cur;
+	q->final = final;
+	q->signaled = sig;
+	q->cost = cost;
+	return q;
+}
+
 /*
  * A WR the provider refused at hand-over (see ring_doorbell()) goes as a
  * signaled zero-length RDMA WRITE in its place: a real completion, in
@@ -549,13 +580,7 @@ static bool build_refused(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 	c->send_flags = IBV_SEND_SIGNALED;
 	if (n)
 		sqp->chain[n - 1].next = c;
-	q = wqe_at(sqp, sqp->seq_next);
-	memset(q, 0, sizeof(*q));
-	q->slot = s;
-	q->start = w->cur;
-	q->final = true;
-	q->signaled = true;
-	q->cost = cost;
+	q = wqe_new(sqp, s, 0, true, true, cost);
 	w->cur.off = w->len;
 	wqe_dequeue(sqp, s, q);
 	wqe_account(sqp, q);
@@ -619,14 +644,7 @@ static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 		return false;
 	}
 
-	q = wqe_at(sqp, sqp->seq_next);
-	memset(q, 0, sizeof(*q));
-	q->slot = s;
-	q->bytes = (uint32_t)bytes;
-	q->start = w->cur;
-	q->final = final;
-	q->signaled = sig;
-	q->cost = cost;
+	q = wqe_new(sqp, s, bytes, final, sig, cost);
 	q->windowed = window != UINT64_MAX;
 	fill_wqe(sqp, n, w, bytes, sig);
 	if (final)
@@ -964,7 +982,7 @@ static int post_direct(struct sverbs_qp *sqp, uint32_t s,
 	seen = sqp->levels_seen | (uint8_t)(1u << prio);
 	if (seen & (seen - 1))
 		return -1; /* a second level: scheduling begins (queue) */
-	app_sig = sqp->sig_all || (flags & IBV_SEND_SIGNALED);
+	app_sig = wr_app_signaled(sqp, flags);
 	sig = app_sig || sqp->unsig_wqes + 1 >= sig_every(sqp);
 	cost = sig && !app_sig;
 	if (cost && !sv_hr_take(sqp->scq))
@@ -988,27 +1006,14 @@ static int post_direct(struct sverbs_qp *sqp, uint32_t s,
 	w->wr.wr_id = wr->wr_id;
 	w->wr.opcode = wr->opcode;
 	w->len = len;
-	w->prio = prio;
-	w->firm = wr_firm(sqp, flags);
-	w->app_signaled = app_sig;
-	w->fenced = false;
-	w->post_seq = sqp->post_seq++;
-	w->status = IBV_WC_SUCCESS;
-	w->vendor_err = 0;
-	w->refused = false;
-	w->cur.off = len;
+	wr_stamp(sqp, w, flags, prio);
 	w->state = SV_WR_POSTED;
 	sqp->levels_seen = seen;
-	sqp->app_wrs++;
 
-	q = wqe_at(sqp, sqp->seq_next++);
-	memset(q, 0, sizeof(*q));
-	q->slot = s;
-	q->bytes = (uint32_t)len;
-	q->final = true;
-	q->signaled = sig;
-	q->cost = cost;
+	q = wqe_new(sqp, s, len, true, sig, cost);
+	w->cur.off = len;
 	wqe_account(sqp, q);
+	sqp->seq_next++;
 	sverbs_batch_rang(&sqp->batch, 1, false, 0, 0);
 	if (idle)
 		sv_slicer_busy(&sqp->slicer, len);
