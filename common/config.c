@@ -44,6 +44,7 @@ static const struct key_desc keys[] = {
 	KEY("hol_target_us", V_UINT, hol_target_us, 1, 10000000),
 	KEY("window_slices", V_UINT, window_slices, 1, 1024),
 	KEY("slice_always", V_BOOL, slice_always, 0, 1),
+	KEY("passthrough", V_BOOL, passthrough, 0, 1),
 	KEY("cq_headroom", V_UINT, cq_headroom, 4, 65536),
 	KEY("batch", V_BOOL, batch, 0, 1),
 	KEY("batch_budget_us", V_UINT, batch_budget_us, 0, 1000000),
@@ -63,6 +64,7 @@ void sverbs_config_defaults(struct sverbs_config *cfg)
 	cfg->hol_target_us = 50;
 	cfg->window_slices = 2;
 	cfg->slice_always = false;
+	cfg->passthrough = true;
 	cfg->cq_headroom = 64;
 	cfg->batch = true;
 	cfg->batch_budget_us = 0;

@@ -29,6 +29,8 @@ struct sverbs_config {
 	uint32_t window_slices;	  /* window_slices: slices in flight */
 	bool slice_always;	  /* slice_always: slice + window from the
 				   * first WR, not once a QP mixes levels */
+	bool passthrough;	  /* passthrough: a QP hands WRs straight to
+				   * the provider until it needs the layer */
 	uint32_t cq_headroom;	  /* cq_headroom: extra CQEs for internal use */
 	bool batch;		  /* batch: zero-delay doorbell batching */
 	uint32_t batch_budget_us; /* batch_budget_us: 0 = never hold */

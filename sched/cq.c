@@ -178,6 +178,7 @@ static void ring_push(struct sverbs_cq *scq, const struct ibv_wc *wc)
 	}
 	scq->ready[(scq->rhead + scq->rcount) % scq->rcap] = *wc;
 	scq->rcount++;
+	atomic_store(&scq->backlog, true);
 }
 
 static int ring_pop(struct sverbs_cq *scq, struct ibv_wc *wc, int ne)
@@ -209,6 +210,9 @@ static void grave_add(struct sverbs_cq *scq, const struct sverbs_qp *sqp)
 {
 	uint32_t i;
 
+	/* a QP that never left pass-through leaves no internal WQE behind */
+	if (sqp->seq_next == SV_SEQ_BASE)
+		return;
 	if (scq->ngraves == SV_GRAVES) {
 		memmove(&scq->graves[0], &scq->graves[1],
 			sizeof(scq->graves[0]) * (SV_GRAVES - 1));
@@ -217,6 +221,7 @@ static void grave_add(struct sverbs_cq *scq, const struct sverbs_qp *sqp)
 	i = scq->ngraves++;
 	scq->graves[i].qp_num = sqp->qp_num;
 	scq->graves[i].seq_end = sqp->seq_next;
+	atomic_store(&scq->backlog, true);
 }
 
 static void grave_del(struct sverbs_cq *scq, uint32_t qpn)
@@ -285,6 +290,8 @@ out:
 void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
 	tab_del(scq, sqp);
+	if (!atomic_load(&sqp->pt))
+		atomic_fetch_sub(&scq->layered, 1);
 	grave_add(scq, sqp);
 	scq->nqp--;
 	scq->wr_capacity -= sqp->cap;
@@ -489,6 +496,9 @@ static void finish_round(struct sverbs_cq *scq, struct sv_touched *t)
 	t->n = 0;
 	scq->mark++;
 	pump_waiting(scq, false);
+	/* nothing left for the fast path to overtake */
+	if (!scq->rcount && !scq->ngraves && atomic_load(&scq->backlog))
+		atomic_store(&scq->backlog, false);
 }
 
 /*
@@ -513,20 +523,17 @@ void sv_cq_drain(struct sverbs_cq *scq)
 }
 
 /*
- * Raw completions polled straight into wc[n..ne) and translated in place.
- * Returns the new n; *more says the raw CQ may hold more.
+ * got raw completions in wc[n..n + got), translated in place (behind what
+ * the ready ring holds, if anything).  Returns how many wc[] holds now.
  */
-static int poll_round(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n,
-		      struct sv_touched *t, bool *more)
+static int translate_polled(struct sverbs_cq *scq, int ne, struct ibv_wc *wc,
+			    int n, int got, struct sv_touched *t)
 {
 	struct sv_emit e = { .scq = scq, .wc = wc, .out = n };
 	struct ibv_wc raw;
-	int got, i;
+	int i;
 
-	*more = false;
-	got = raw_poll(scq, ne - n, wc + n);
-	if (got < 0)
-		return n ? n : got;
+	e.spill = scq->rcount != 0;
 	for (i = n; i < n + got; i++) {
 		raw = wc[i];
 		e.limit = i + 1;
@@ -534,8 +541,51 @@ static int poll_round(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n,
 	}
 	if (e.spill)
 		return e.out + ring_pop(scq, wc + e.out, ne - e.out);
-	*more = got == ne - n;
 	return e.out;
+}
+
+/*
+ * Raw completions polled straight into wc[n..ne) and translated in place.
+ * Returns the new n; *more says the raw CQ may hold more.
+ */
+static int poll_round(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n,
+		      struct sv_touched *t, bool *more)
+{
+	bool full;
+	int got;
+
+	*more = false;
+	got = raw_poll(scq, ne - n, wc + n);
+	if (got < 0)
+		return n ? n : got;
+	full = got == ne - n;
+	n = translate_polled(scq, ne, wc, n, got, t);
+	/* what spilled to the ready ring is served first: no more rounds */
+	*more = full && !scq->rcount;
+	return n;
+}
+
+/* Every QP on the CQ posts in pass-through and nothing waits: poll raw. */
+static bool cq_fast(struct sverbs_cq *scq)
+{
+	return !atomic_load_explicit(&scq->layered, memory_order_relaxed) &&
+	       !atomic_load_explicit(&scq->backlog, memory_order_relaxed);
+}
+
+/*
+ * The fast path's raw completions, in wc[0..got), when a QP on the CQ left
+ * pass-through meanwhile: any of them may be one of its internal WQEs.
+ */
+static int fast_fixup(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int got)
+{
+	struct sv_touched t = { .n = 0 };
+	int n;
+
+	pthread_spin_lock(&scq->lock);
+	n = translate_polled(scq, ne, wc, 0, got, &t);
+	finish_round(scq, &t);
+	pthread_spin_unlock(&scq->lock);
+	return n;
 }
 
 int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
@@ -546,6 +596,13 @@ int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
 
 	if (ne <= 0)
 		return 0;
+	if (cq_fast(scq)) {
+		n = raw_poll(scq, ne, wc);
+		/* a layer WQE is posted only after layered went up */
+		if (n <= 0 || !atomic_load(&scq->layered))
+			return n;
+		return fast_fixup(scq, ne, wc, n);
+	}
 	pthread_spin_lock(&scq->lock);
 	n = ring_pop(scq, wc, ne);
 	/*
@@ -562,6 +619,8 @@ int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
 
 int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only)
 {
+	if (cq_fast(scq))
+		return scq->ad->req_notify_cq(scq->cq, solicited_only);
 	pthread_spin_lock(&scq->lock);
 	pump_waiting(scq, true);
 	pthread_spin_unlock(&scq->lock);

@@ -363,13 +363,47 @@ void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s)
 static int post_direct(struct sverbs_qp *sqp, uint32_t s,
 		       const struct ibv_send_wr *wr);
 
+/* Whether a WR of the list states a priority. */
+static bool list_states_prio(const struct ibv_send_wr *wr)
+{
+	for (; wr; wr = wr->next)
+		if (wr->send_flags & SVERBS_PRIO_MASK)
+			return true;
+	return false;
+}
+
+/*
+ * The QP's first WR that states a priority ends pass-through, for good:
+ * from here every WR takes the queue.  WQEs posted in pass-through may
+ * still be in flight, unknown to the depth and the window; until a WQE of
+ * the layer completes (RC completes in order: all before it is done) the
+ * layer keeps one WQE in flight, signaled (see build_wqe()).
+ */
+static void leave_passthrough(struct sverbs_qp *sqp)
+{
+	sqp->pt_tail = true;
+	/* before the first internal WQE: see sverbs_poll_cq()'s fast path */
+	atomic_fetch_add(&sqp->scq->layered, 1);
+	atomic_store(&sqp->pt, false);
+}
+
 int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		     struct ibv_send_wr **bad_wr)
 {
 	uint32_t s;
 	int err = 0, ret;
 
+	/*
+	 * Pass-through: nothing to schedule or hold, so the WRs go to the
+	 * provider as they are, with their own wr_ids, no lock and no copy;
+	 * the provider checks them and rings once, as stock.
+	 */
+	if (atomic_load_explicit(&sqp->pt, memory_order_acquire) &&
+	    !list_states_prio(wr))
+		return sqp->ad->post_send(sqp->qp, wr, bad_wr);
 	pthread_spin_lock(&sqp->lock);
+	if (atomic_load_explicit(&sqp->pt, memory_order_relaxed))
+		leave_passthrough(sqp);
 	for (; wr; wr = wr->next) {
 		err = wr_check(sqp, wr);
 		if (err)
@@ -612,7 +646,8 @@ static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 	bool retire = false;
 	struct sv_wqe *q;
 
-	if (sqp->inflight_wqes >= sqp->depth)
+	if (sqp->inflight_wqes >= sqp->depth ||
+	    (sqp->pt_tail && sqp->inflight_wqes))
 		return false;
 	if (w->refused)
 		return build_refused(sqp, s, n);
@@ -635,8 +670,9 @@ static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 	}
 	final = bytes == rem;
 	app_final = final && w->app_signaled;
-	sig = retire || sqp->sig_all || app_final || sqp->hw_err ||
-	      (final && !first) || sqp->unsig_bytes + bytes >= window / 2 ||
+	sig = retire || sqp->pt_tail || sqp->sig_all || app_final ||
+	      sqp->hw_err || (final && !first) ||
+	      sqp->unsig_bytes + bytes >= window / 2 ||
 	      sqp->unsig_wqes + 1 >= sig_every(sqp);
 	cost = !final || (sig && !app_final);
 	if (cost && !sv_hr_take(sqp->scq)) {
@@ -900,6 +936,13 @@ static uint32_t ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
 	k = (uint32_t)(bad - sqp->chain);
 	refuse(sqp, wqe_at(sqp, sqp->seq_next - n + k)->slot, ret);
 	rollback(sqp, k, n, unsig_wqes, unsig_bytes);
+	/*
+	 * The send queue is full of what pass-through posted (an application
+	 * past its max_send_wr): no completion of ours will pump the QP, so
+	 * every poll of the CQ retries, as when waiting for headroom.
+	 */
+	if (sqp->pt_tail && !sqp->inflight_wqes)
+		sv_hr_wait(sqp->scq, sqp);
 	return k;
 }
 
@@ -1189,6 +1232,7 @@ void sv_qp_complete(struct sverbs_qp *sqp, const struct ibv_wc *raw,
 	struct sv_wr *w;
 	uint32_t slot;
 
+	sqp->pt_tail = false; /* in order: pass-through's WQEs are done */
 	while (sqp->seq_head <= s) {
 		seq = sqp->seq_head++;
 		q = wqe_at(sqp, seq);
@@ -1228,6 +1272,7 @@ void sv_qp_flush_all(struct sverbs_qp *sqp, struct sv_emit *e)
 {
 	flush_inflight(sqp, e);
 	flush_queued(sqp, e);
+	sqp->pt_tail = false;
 	sqp->unsig_wqes = 0;
 	sqp->unsig_bytes = 0;
 	sv_slicer_idle(&sqp->slicer);
@@ -1319,12 +1364,15 @@ static void print_stats(struct sverbs_qp *sqp)
 	fprintf(stderr,
 		"sverbs: QP %u: %llu WRs, %llu WQEs, %llu doorbells "
 		"(%.2f WQEs/doorbell), %llu held, held p99 %.1f us, "
-		"slice %u B\n",
+		"slice %u B%s\n",
 		sqp->qp_num, (unsigned long long)st.wrs,
 		(unsigned long long)st.wqes, (unsigned long long)st.doorbells,
 		st.doorbells ? (double)st.wqes / (double)st.doorbells : 0.0,
 		(unsigned long long)st.held_wrs, st.held_p99_ns / 1000.0,
-		st.slice_bytes);
+		st.slice_bytes,
+		st.flags & SVERBS_QP_STATS_PASSTHROUGH
+			? " (pass-through: its WRs are not counted)"
+			: "");
 }
 
 static void print_live_stats(void)
@@ -1376,7 +1424,23 @@ void sverbs_qp_get_stats(struct sverbs_qp *sqp, struct sverbs_qp_stats *st)
 	st->held_p99_ns = sverbs_batch_held_quantile(&sqp->batch.stats, 0.99);
 	st->slice_bytes = sv_slice_bytes(&sqp->slicer);
 	st->batch_budget_ns = sqp->batch.budget_ns;
+	if (atomic_load(&sqp->pt))
+		st->flags |= SVERBS_QP_STATS_PASSTHROUGH;
 	pthread_spin_unlock(&sqp->lock);
+}
+
+/*
+ * Whether the QP starts in pass-through: only a WR's stated priority will
+ * need the layer.  Not when the configuration schedules or holds WRs that
+ * state nothing (slice_always, the size policy, a batching budget), nor
+ * with the ibv_wr_* API (its WRs are built in the layer's slots).
+ */
+static bool passthrough_ok(const struct sverbs_qp *sqp,
+			   const struct ibv_qp_init_attr_ex *attr)
+{
+	return sqp->cfg.passthrough && !sqp->cfg.slice_always &&
+	       !sqp->cfg.small_msg_bytes && !sqp->batch.budget_ns &&
+	       !(attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS);
 }
 
 struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
@@ -1422,15 +1486,19 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	sqp->scheduled = cfg->slice_always;
 	sverbs_batch_init(&sqp->batch, cfg->batch_budget_us);
 	sqp->cfg.batch_prio_mask &= ~(1u << SVERBS_PRIO_HIGHEST);
+	if (sqp->batch.budget_ns &&
+	    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp))
+		sqp->batch.budget_ns = 0; /* no timer: never hold */
+	sqp->timer_on = sqp->batch.budget_ns != 0;
+	atomic_init(&sqp->pt, passthrough_ok(sqp, attr));
 	if (qp_alloc(sqp) || !sv_cq_register(send_cq, sqp)) {
+		if (sqp->timer_on)
+			sverbs_timer_del(&sqp->timer);
 		qp_free(sqp);
 		return NULL;
 	}
-	if (sqp->batch.budget_ns &&
-	    !sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp))
-		sqp->timer_on = true;
-	else
-		sqp->batch.budget_ns = 0; /* no timer: never hold */
+	if (!atomic_load(&sqp->pt))
+		atomic_fetch_add(&send_cq->layered, 1);
 	live_add(sqp);
 	return sqp;
 }
@@ -1438,8 +1506,12 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 void sverbs_qp_modify_pre(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 			  int attr_mask)
 {
-	/* keep real completions the reset would discard (mlx5 cleans the CQ) */
-	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+	/*
+	 * Keep real completions the reset would discard (mlx5 cleans the
+	 * CQ); a QP in pass-through behaves as stock.
+	 */
+	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET &&
+	    !atomic_load(&sqp->pt)) {
 		pthread_spin_lock(&sqp->scq->lock);
 		sv_cq_drain(sqp->scq);
 		pthread_spin_unlock(&sqp->scq->lock);
@@ -1478,6 +1550,8 @@ void sverbs_qp_destroy_pre(struct sverbs_qp *sqp)
 	/* no timer may pump a QP the provider is about to destroy */
 	if (sqp->timer_on)
 		sverbs_timer_del(&sqp->timer);
+	if (atomic_load(&sqp->pt))
+		return; /* stock: the provider cleans its completions */
 	pthread_spin_lock(&sqp->scq->lock);
 	sv_cq_drain(sqp->scq);
 	pthread_spin_unlock(&sqp->scq->lock);

@@ -132,7 +132,14 @@ struct sverbs_qp {
 	uint64_t inflight_bytes;
 	uint64_t windowed_bytes; /* ... of WQEs posted once scheduling began */
 	bool scheduled;		 /* slicing + window apply (see sv_wr_commit) */
-	uint8_t levels_seen;	 /* bit per level a WR has been queued at */
+	/*
+	 * Pass-through (see sverbs_post_send()): WRs go to the provider as
+	 * the application posted them and complete untouched.  Read without
+	 * the lock on the post path; cleared once, under it, never set again.
+	 */
+	atomic_bool pt;
+	bool pt_tail; /* WQEs posted in pass-through may still be in flight */
+	uint8_t levels_seen; /* bit per level a WR has been queued at */
 	uint32_t inflight_sig;
 	uint32_t unsig_wqes; /* since the last signaled WQE */
 	uint64_t unsig_bytes;
@@ -225,6 +232,13 @@ struct sverbs_cq {
 	atomic_uint hr_used;
 	atomic_uint hr_waiters;
 	atomic_uint held_qps; /* QPs holding WRs for a bigger batch */
+	/*
+	 * The fast path (sverbs_poll_cq()): while no registered QP has left
+	 * pass-through (layered) and nothing waits in the ready ring or the
+	 * graves (backlog), a poll is the provider's own.
+	 */
+	atomic_uint layered;
+	atomic_bool backlog;
 
 	uint64_t mark;
 

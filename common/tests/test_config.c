@@ -46,6 +46,7 @@ static void test_defaults(void)
 	CU_ASSERT_EQUAL(cfg.slice_bytes, 0);
 	CU_ASSERT_EQUAL(cfg.window_slices, 2);
 	CU_ASSERT_FALSE(cfg.slice_always);
+	CU_ASSERT_TRUE(cfg.passthrough);
 	CU_ASSERT_TRUE(cfg.batch);
 	CU_ASSERT_EQUAL(cfg.batch_budget_us, 0);
 	CU_ASSERT_EQUAL(cfg.batch_prio_mask, 0xfe);
@@ -67,6 +68,7 @@ static void test_valid(void)
 			"hol_target_us = 100\n"
 			"window_slices = 4\n"
 			"slice_always = on\n"
+			"passthrough = off\n"
 			"batch = no\n"
 			"batch_budget_us = 20\n"
 			"batch_levels = 2-3,6\n"
@@ -82,6 +84,7 @@ static void test_valid(void)
 	CU_ASSERT_EQUAL(cfg.hol_target_us, 100);
 	CU_ASSERT_EQUAL(cfg.window_slices, 4);
 	CU_ASSERT_TRUE(cfg.slice_always);
+	CU_ASSERT_FALSE(cfg.passthrough);
 	CU_ASSERT_FALSE(cfg.batch);
 	CU_ASSERT_EQUAL(cfg.batch_budget_us, 20);
 	CU_ASSERT_EQUAL(cfg.batch_prio_mask, (1u << 2) | (1u << 3) | (1u << 6));

@@ -51,8 +51,14 @@ struct sverbs_qp_stats {
 				   * of a power-of-2 bucket) */
 	uint64_t batch_budget_ns; /* the QP's batching budget (0: none) */
 	uint32_t slice_bytes;	  /* the current slice size */
-	uint32_t reserved;
+	uint32_t flags;		  /* SVERBS_QP_STATS_* */
 };
+
+/*
+ * The QP is in pass-through: its WRs go to the provider untouched and the
+ * counters above stay still (docs/configuration.md, passthrough).
+ */
+#define SVERBS_QP_STATS_PASSTHROUGH (1u << 0)
 
 /*
  * Fill *stats for qp.  Returns 0, or ENOENT when the layer does not manage

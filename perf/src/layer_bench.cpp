@@ -97,10 +97,11 @@ struct Layer : Path {
     sverbs_cq* scq = nullptr;
     sverbs_qp* sqp = nullptr;
 
-    Layer(bool scheduled, uint32_t budget_us) {
+    Layer(bool scheduled, bool passthrough, uint32_t budget_us) {
         sverbs_config cfg;
         sverbs_config_defaults(&cfg);
         cfg.slice_always = scheduled;
+        cfg.passthrough = passthrough;
         cfg.batch_budget_us = budget_us;
         cq.cqe = 256 + static_cast<int>(cfg.cq_headroom);
         qp.qp_num = dev.qp_num;
@@ -191,11 +192,11 @@ void run_burst16(benchmark::State& state, Path& p) {
     state.SetItemsProcessed(state.iterations() * 16);
 }
 
-enum class Kind { stock, lone, scheduled };
+enum class Kind { stock, passthrough, lone, scheduled };
 
 std::unique_ptr<Path> make_path(Kind k) {
     if (k == Kind::stock) return std::make_unique<Stock>();
-    return std::make_unique<Layer>(k == Kind::scheduled, 0);
+    return std::make_unique<Layer>(k == Kind::scheduled, k == Kind::passthrough, 0);
 }
 
 void BM_lat(benchmark::State& state, Kind k) {
@@ -207,9 +208,11 @@ void BM_burst16(benchmark::State& state, Kind k) {
 }
 
 BENCHMARK_CAPTURE(BM_lat, stock, Kind::stock);
+BENCHMARK_CAPTURE(BM_lat, layer_passthrough, Kind::passthrough);
 BENCHMARK_CAPTURE(BM_lat, layer_lone, Kind::lone);
 BENCHMARK_CAPTURE(BM_lat, layer_scheduled, Kind::scheduled);
 BENCHMARK_CAPTURE(BM_burst16, stock, Kind::stock);
+BENCHMARK_CAPTURE(BM_burst16, layer_passthrough, Kind::passthrough);
 BENCHMARK_CAPTURE(BM_burst16, layer, Kind::lone);
 BENCHMARK_CAPTURE(BM_burst16, layer_scheduled, Kind::scheduled);
 

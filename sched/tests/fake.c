@@ -200,9 +200,14 @@ struct fk_wqe *fk_wqe(int i, int k)
 
 static int fk_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc)
 {
+	void (*hook)(void) = fk->poll_hook;
 	int n = 0;
 
 	(void)cq;
+	if (hook) {
+		fk->poll_hook = NULL;
+		hook();
+	}
 	pthread_mutex_lock(&fk_lock);
 	while (n < ne && fk->cq_n) {
 		wc[n++] = fk->cqe[fk->cq_head];

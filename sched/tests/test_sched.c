@@ -38,6 +38,8 @@ static void cfg_default(void)
 	cfg.default_prio = 4;
 	cfg.cq_headroom = 16;
 	cfg.slice_always = true; /* most tests slice unmarked one-level WRs */
+	/* most tests are about the queue; the pass-through tests turn it on */
+	cfg.passthrough = false;
 }
 
 static void setup(int app_cqe)
@@ -696,7 +698,7 @@ static void test_sig_all(void)
 }
 
 /* Receive completions and completions of other QPs pass untouched. */
-static void test_passthrough(void)
+static void test_foreign_untouched(void)
 {
 	struct ibv_wc raw = {}, wc[8];
 	int n;
@@ -1746,6 +1748,300 @@ static void test_direct(void)
 	teardown();
 }
 
+/* ------------------------------------------------------------ pass-through */
+
+static void pt_setup(int cap)
+{
+	cfg_default();
+	cfg.slice_always = false;
+	cfg.passthrough = true;
+	setup(64);
+	mkqp(0, cap, false);
+}
+
+/*
+ * Unmarked WRs on a QP in pass-through: the provider gets them as posted
+ * (own wr_id, SGE array, signaling; one doorbell per call), refuses past
+ * its depth itself, and the completions come back raw, without the CQ lock.
+ */
+static void test_pt_untouched(void)
+{
+	struct ibv_sge sge = { LADDR, 100, 7 };
+	struct ibv_send_wr wr[3] = {}, *bad = NULL;
+	struct sverbs_qp_stats st;
+	struct ibv_wc wc[32];
+	uint64_t mark;
+	int i, n, db;
+
+	pt_setup(16);
+	CU_ASSERT_TRUE(atomic_load(&sqp[0]->pt));
+	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 0);
+	for (i = 0; i < 3; i++) {
+		wr[i].wr_id = 10 + i;
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_RDMA_WRITE;
+		wr[i].wr.rdma.remote_addr = RADDR;
+		wr[i].send_flags = i == 2 ? IBV_SEND_SIGNALED : 0;
+		wr[i].next = i < 2 ? &wr[i + 1] : NULL;
+	}
+	db = fk->doorbells;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), 0);
+	CU_ASSERT_EQUAL(fk->doorbells, db + 1);
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 3);
+	for (i = 0; i < 3; i++) {
+		CU_ASSERT_EQUAL(fk_wqe(0, i)->wr.wr_id, (uint64_t)(10 + i));
+		CU_ASSERT_PTR_EQUAL(fk_wqe(0, i)->sg_in, &sge);
+		CU_ASSERT_EQUAL(fk_wqe(0, i)->signaled, i == 2);
+	}
+	/* unsignaled up to the depth: no internal signal; then ENOMEM */
+	for (i = 0; i < 13; i++)
+		CU_ASSERT_EQUAL(post(sqp[0], 100 + i, IBV_WR_SEND, 8, 0), 0);
+	for (i = 3; i < 16; i++)
+		CU_ASSERT_FALSE(fk_wqe(0, i)->signaled);
+	wr[0].next = NULL;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), ENOMEM);
+	CU_ASSERT_PTR_EQUAL(bad, &wr[0]);
+	/* the layer took and counted nothing */
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	CU_ASSERT_EQUAL(sqp[0]->seq_next, SV_SEQ_BASE);
+	sverbs_qp_get_stats(sqp[0], &st);
+	CU_ASSERT(st.flags & SVERBS_QP_STATS_PASSTHROUGH);
+	CU_ASSERT(st.wrs == 0 && st.wqes == 0);
+	mark = scq->mark;
+	fk_complete(0, -1);
+	n = poll_all(wc, 32);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 12 &&
+		  wc[0].status == IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(scq->mark, mark); /* the fast path: no poll round */
+	db = fk->notify_calls;
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
+	CU_ASSERT_EQUAL(fk->notify_calls, db + 1);
+	CU_ASSERT_EQUAL(fk->leaks, 0);
+	teardown();
+}
+
+/*
+ * The first WR that states a priority ends pass-through mid-stream: while
+ * pass-through's WQEs may be in flight, one WQE of the layer, signaled;
+ * after its completion the layer's own rules; the QP never goes back.
+ */
+static void test_pt_leave(void)
+{
+	struct ibv_wc wc[32];
+	struct fk_wqe *w;
+	int i, n;
+
+	pt_setup(16);
+	for (i = 1; i <= 4; i++)
+		CU_ASSERT_EQUAL(post(sqp[0], i, IBV_WR_SEND, 8,
+				     i == 4 ? IBV_SEND_SIGNALED : 0),
+				0);
+	/* a 3-slice WRITE at level 0, unsignaled, then a signaled SEND */
+	CU_ASSERT_EQUAL(
+		post(sqp[0], 5, IBV_WR_RDMA_WRITE, 3 * SL, SVERBS_PRIO(0)), 0);
+	CU_ASSERT_EQUAL(post(sqp[0], 6, IBV_WR_SEND, 8,
+			     SVERBS_PRIO(3) | IBV_SEND_SIGNALED),
+			0);
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->pt));
+	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 1);
+	CU_ASSERT_TRUE(sqp[0]->pt_tail);
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 5);
+	w = fk_wqe(0, 4);
+	CU_ASSERT(sv_qp_owns(sqp[0], w->wr.wr_id));
+	CU_ASSERT(w->signaled && w->bytes == SL);
+	CU_ASSERT_EQUAL(w->wr.send_flags & SVERBS_PRIO_MASK, 0);
+	/* pass-through's WQEs complete: its completion as it was */
+	fk_complete(0, 4);
+	n = poll_all(wc, 32);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 4);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 5);
+	/* the layer's first WQE completes: the tail is gone */
+	fk_complete(0, 1);
+	n = poll_all(wc, 32);
+	CU_ASSERT_EQUAL(n, 0);
+	CU_ASSERT_FALSE(sqp[0]->pt_tail);
+	CU_ASSERT(fk->sq[0].posted > 5);
+	n = drain(0, wc, 32);
+	check_no_internal(wc, n);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 6 && wc[0].status == IBV_WC_SUCCESS);
+	/* never back: an unmarked WR now takes the layer's path */
+	CU_ASSERT_EQUAL(post(sqp[0], 7, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
+	CU_ASSERT(
+		sv_qp_owns(sqp[0], fk_wqe(0, fk->sq[0].posted - 1)->wr.wr_id));
+	n = drain(0, wc, 32);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 7);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	CU_ASSERT_EQUAL(fk->leaks, 0);
+	teardown();
+}
+
+/*
+ * An application past its max_send_wr in pass-through, then a marked WR:
+ * the provider refuses the layer's WQE, and a poll (nothing of the layer's
+ * in flight to pump it) retries it.
+ */
+static void test_pt_leave_sq_full(void)
+{
+	struct ibv_wc wc[32];
+	int i, n;
+
+	pt_setup(8);
+	for (i = 0; i < 8; i++)
+		CU_ASSERT_EQUAL(post(sqp[0], i, IBV_WR_SEND, 8, 0), 0);
+	CU_ASSERT_EQUAL(post(sqp[0], 8, IBV_WR_SEND, 8,
+			     SVERBS_PRIO(2) | IBV_SEND_SIGNALED),
+			0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 8);
+	CU_ASSERT(sqp[0]->queued == 1 && sqp[0]->hr_wait);
+	CU_ASSERT_EQUAL(poll_all(wc, 32), 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 8);
+	fk_complete(0, 8); /* unsignaled: no completion to see */
+	CU_ASSERT_EQUAL(poll_all(wc, 32), 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 9);
+	n = drain(0, wc, 32);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 8);
+	teardown();
+}
+
+static void pt_race_hook(void)
+{
+	/* a marked WR ends pass-through and its WQE completes at once */
+	CU_ASSERT_EQUAL(post(sqp[0], 21, IBV_WR_SEND, 8,
+			     SVERBS_PRIO(1) | IBV_SEND_SIGNALED),
+			0);
+	fk_complete(0, -1);
+}
+
+/*
+ * A QP leaves pass-through between the fast path's check and its raw poll:
+ * the internal completion that poll returns is translated all the same.
+ */
+static void test_pt_fast_poll_race(void)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	pt_setup(16);
+	CU_ASSERT_EQUAL(post(sqp[0], 20, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
+	fk->poll_hook = pt_race_hook;
+	n = sverbs_poll_cq(scq, 16, wc);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	check_no_internal(wc, n);
+	CU_ASSERT(wc[0].wr_id == 20 && wc[1].wr_id == 21);
+	CU_ASSERT(wc[1].opcode == IBV_WC_SEND && wc[1].byte_len == 8);
+	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 1);
+	teardown();
+}
+
+/*
+ * Which QPs start in pass-through, what each counts in layered, and the
+ * destroy of a pass-through QP leaving nothing for the slow path.
+ */
+static void test_pt_config(void)
+{
+	struct ibv_qp_init_attr_ex a = {};
+
+	pt_setup(8);
+	cfg.slice_always = true;
+	mkqp(1, 8, false);
+	cfg.slice_always = false;
+	cfg.small_msg_bytes = 256;
+	mkqp(2, 8, false);
+	cfg.small_msg_bytes = 0;
+	cfg.passthrough = false;
+	mkqp(3, 8, false);
+	cfg.passthrough = true;
+	a.cap.max_send_wr = 8;
+	a.cap.max_send_sge = 1;
+	a.qp_type = IBV_QPT_RC;
+	a.comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	a.send_ops_flags = IBV_QP_EX_WITH_SEND;
+	sqp[4] = sverbs_qp_create(&fk_adapter, fk_qp(4, IBV_QPT_RC, 8, false),
+				  scq, &a, &cfg);
+	mkqp(5, 8, false);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(sqp[4]);
+	CU_ASSERT(atomic_load(&sqp[0]->pt) && atomic_load(&sqp[5]->pt));
+	CU_ASSERT(!atomic_load(&sqp[1]->pt) && !atomic_load(&sqp[2]->pt) &&
+		  !atomic_load(&sqp[3]->pt) && !atomic_load(&sqp[4]->pt));
+	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 4);
+	/* destroying a pass-through QP leaves no grave, no backlog */
+	CU_ASSERT_EQUAL(post(sqp[5], 1, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
+	sverbs_qp_destroy_pre(sqp[5]);
+	sverbs_qp_destroy_post(sqp[5], 0);
+	sqp[5] = NULL;
+	CU_ASSERT_EQUAL(scq->ngraves, 0);
+	CU_ASSERT_FALSE(atomic_load(&scq->backlog));
+	/* destroying the others brings the CQ back to the fast path */
+	sverbs_qp_destroy_pre(sqp[1]);
+	sverbs_qp_destroy_post(sqp[1], 0);
+	sqp[1] = NULL;
+	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 3);
+	teardown();
+}
+
+/*
+ * Randomized: QP 1 stays in pass-through; QP 0 leaves it mid-stream, with
+ * its pass-through WQEs in flight.  Every signaled WR completes exactly
+ * once with its own wr_id, no unsignaled one does, no internal one leaks.
+ */
+static void test_pt_random(void)
+{
+	static int count[4096];
+	static bool sig[4096];
+	struct ibv_wc wc[256];
+	unsigned int seed = 4242;
+	uint64_t id = 0;
+	int i, n, step, q;
+
+	pt_setup(32);
+	mkqp(1, 32, false);
+	memset(count, 0, sizeof(count));
+	memset(sig, 0, sizeof(sig));
+	for (step = 0; step < 3000; step++) {
+		int r = rand_r(&seed) % 10;
+
+		q = rand_r(&seed) % 2;
+		if (r < 5 && id < 4000) {
+			unsigned int fl = 0;
+
+			if (q == 0 && step > 1000)
+				fl = SVERBS_PRIO(rand_r(&seed) % 8);
+			if (rand_r(&seed) % 3 == 0)
+				fl |= IBV_SEND_SIGNALED;
+			sig[id] = fl & IBV_SEND_SIGNALED;
+			if (!post(sqp[q], id,
+				  rand_r(&seed) % 2 ? IBV_WR_RDMA_WRITE
+						    : IBV_WR_SEND,
+				  (uint64_t)(rand_r(&seed) % (4 * SL)), fl))
+				id++;
+		} else if (r < 9) {
+			fk_complete(q, rand_r(&seed) % 4);
+		}
+		n = poll_all(wc, 256);
+		check_no_internal(wc, n);
+		for (i = 0; i < n; i++) {
+			CU_ASSERT_EQUAL(wc[i].status, IBV_WC_SUCCESS);
+			count[wc[i].wr_id & 4095]++;
+		}
+		if (sqp[0]->queued && !sqp[0]->pt_tail)
+			CU_ASSERT(sqp[0]->inflight_sig > 0 || sqp[0]->hr_wait);
+	}
+	for (q = 0; q < 2; q++) {
+		n = drain(q, wc, 256);
+		for (i = 0; i < n; i++)
+			count[wc[i].wr_id & 4095]++;
+	}
+	for (i = 0; i < (int)id; i++)
+		CU_ASSERT_EQUAL(count[i], sig[i] ? 1 : 0);
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->pt));
+	CU_ASSERT_TRUE(atomic_load(&sqp[1]->pt));
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 32);
+	CU_ASSERT_EQUAL(fk->leaks, 0);
+	CU_ASSERT_FALSE(fk->cq_overflow);
+	teardown();
+}
+
 /* A budget far above the test's duration: only triggers ring. */
 static void budget_setup_levels(uint32_t budget_us, uint32_t small_msg,
 				unsigned int default_prio)
@@ -1900,7 +2196,7 @@ int main(void)
 		{ "one completion per WR", test_one_completion_per_wr },
 		{ "unsignaled", test_unsignaled },
 		{ "sq_sig_all", test_sig_all },
-		{ "pass-through", test_passthrough },
+		{ "foreign completions untouched", test_foreign_untouched },
 		{ "error mid-transfer", test_error_mid_transfer },
 		{ "error, signaled flushes only",
 		  test_error_flush_signaled_only },
@@ -1924,6 +2220,14 @@ int main(void)
 		{ "threads", test_threads },
 		{ "batch off: a doorbell per WQE", test_batch_off },
 		{ "lone WR goes direct", test_direct },
+		{ "pass-through: WRs and completions untouched",
+		  test_pt_untouched },
+		{ "pass-through ends at a stated priority", test_pt_leave },
+		{ "pass-through ends with the SQ full", test_pt_leave_sq_full },
+		{ "pass-through: fast poll races the end",
+		  test_pt_fast_poll_race },
+		{ "pass-through: which QPs, layered count", test_pt_config },
+		{ "pass-through: random", test_pt_random },
 		{ "budget: held until poll", test_budget_holds_until_poll },
 		{ "budget: level 0, arm, fence ring",
 		  test_budget_urgent_and_triggers },
