@@ -3,6 +3,7 @@
 # ARGS` in a Soft-RoCE guest once per mode of the comma list MODES:
 #   off      SVERBS=off (stock rdma-core)
 #   on       SVERBS=on (defaults)
+#   queue    SVERBS=on SVERBS_PASSTHROUGH=off
 #   budget   SVERBS=on SVERBS_BATCH_BUDGET_US=50
 #   budget200 SVERBS=on SVERBS_BATCH_BUDGET_US=200
 #   slice4k  SVERBS=on SVERBS_SLICE_BYTES=4k
@@ -44,6 +45,7 @@ for mode in "${mlist[@]}"; do
 	case $mode in
 	off) envs=(SVERBS=off) ;;
 	on) envs=(SVERBS=on) ;;
+	queue) envs=(SVERBS=on SVERBS_PASSTHROUGH=off) ;;
 	budget) envs=(SVERBS=on SVERBS_BATCH_BUDGET_US=50) ;;
 	budget200) envs=(SVERBS=on SVERBS_BATCH_BUDGET_US=200) ;;
 	slice4k) envs=(SVERBS=on SVERBS_SLICE_BYTES=4k) ;;

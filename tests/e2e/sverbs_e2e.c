@@ -1920,6 +1920,14 @@ static int cmd_stats(void)
 	      "stats: a fresh QP counts nothing (wrs %" PRIu64 ", wqes %" PRIu64
 	      ")",
 	      s.wrs, s.wqes);
+	{
+		const char *pt = getenv("SVERBS_PASSTHROUGH");
+		bool want_pt = !pt || (strcmp(pt, "off") && strcmp(pt, "0"));
+
+		check(!!(s.flags & SVERBS_QP_STATS_PASSTHROUGH) == want_pt,
+		      "stats: a fresh QP is%s in pass-through (flags %#x)",
+		      want_pt ? "" : " not", s.flags);
+	}
 	for (i = 0; i < 5; i++)
 		ws[n++] = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 64, 0, true);
 	ws[n++] = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 4 * MiB, 4, true);
@@ -1931,6 +1939,9 @@ static int cmd_stats(void)
 	check(ret == 0 && s.wrs == n,
 	      "stats: right after posting: wrs == %u WRs posted (%" PRIu64 ")",
 	      n, s.wrs);
+	check(!(s.flags & SVERBS_QP_STATS_PASSTHROUGH),
+	      "stats: WRs that state a priority end pass-through (flags %#x)",
+	      s.flags);
 	kick_watchdog();
 	check(e_wait(&e, r.scq, signaled_done, &x, 0.2),
 	      "stats: the WRs complete");

@@ -119,6 +119,23 @@ libs_from_prefix() {
     { echo "# $1 did not load libibverbs + librxe from $ITEST_LIBDIR:"; show "$ITEST_OUT/$1.inits"; return 1; }
 }
 
+# use_mode MODE: the environment of a test mode, exported.
+#   off    SVERBS=off: stock rdma-core
+#   on     SVERBS=on: the defaults (an unmarked program's QPs stay in
+#          pass-through: the provider's own post and poll)
+#   queue  SVERBS=on SVERBS_PASSTHROUGH=off: every WR through the layer's
+#          software queue, completions translated
+# layer_state then answers "off" for off, "on" for the others.
+use_mode() {
+  case $1 in
+    off) export SVERBS=off; unset SVERBS_PASSTHROUGH ;;
+    on) export SVERBS=on; unset SVERBS_PASSTHROUGH ;;
+    queue) export SVERBS=on SVERBS_PASSTHROUGH=off ;;
+    *) echo "unknown mode $1 (off, on, queue)" >&2; return 2 ;;
+  esac
+}
+mode_state() { [ "$1" = off ] && echo off || echo on; }
+
 # layer_state: "on" / "off" - whether the sverbs layer is active in a process
 # with the current environment, seen from outside the layer: with the layer
 # on, every CQ it manages gets cq_headroom extra CQEs, so a CQ asked for 63

@@ -1,6 +1,7 @@
 #!/bin/bash
 # perftest.sh PREFIX [MODE...] - perftest over rxe1 (server) <- rxe0 (client),
-# in one guest, once per MODE (SVERBS=off / on; default: off on):
+# in one guest, once per MODE (off, on, queue: see use_mode in lib.sh;
+# default: off on):
 #   ib_write_bw, ib_write_lat, ib_read_bw, ib_send_lat, ib_send_bw -q 4
 # all with -x 1 (RoCE v2 GID) -F (no CPU frequency check in a VM) -u 20.
 # Asserted, for client and server: exit 0, loaded libibverbs + librxe from
@@ -8,12 +9,12 @@
 # iteration count, and sane numbers (bandwidth and message rate > 0;
 # 0 < t_min <= t_avg <= t_max).  No timing thresholds: a TCG guest on a
 # shared host is far too noisy for that.  The layer state (layer-state.py)
-# must equal MODE.  Iteration counts are small: the point is correctness.
+# must match MODE.  Iteration counts are small: the point is correctness.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 itest_enter_vm "$0" "$@"
 
-itest_use_prefix "${1:?usage: perftest.sh PREFIX [off|on]...}"
+itest_use_prefix "${1:?usage: perftest.sh PREFIX [off|on|queue]...}"
 shift
 MODES=("$@"); [ ${#MODES[@]} -gt 0 ] || MODES=(off on)
 itest_need ib_write_bw ib_write_lat ib_read_bw ib_send_lat ib_send_bw
@@ -59,12 +60,14 @@ sane_row() {
 }
 
 port=18600
+for mode in "${MODES[@]}"; do use_mode "$mode" || exit 2; done
 for mode in "${MODES[@]}"; do
-  export SVERBS=$mode
-  echo "# ---- SVERBS=$mode"
+  use_mode "$mode"
+  echo "# ---- $mode: SVERBS=$SVERBS SVERBS_PASSTHROUGH=${SVERBS_PASSTHROUGH-}"
   if [ "$ITEST_PREFIX" != system ]; then
     state=$(layer_state) || true
-    check "[$mode] layer state is $mode ($state)" [ "${state%% *}" = "$mode" ]
+    check "[$mode] layer state is $(mode_state "$mode") ($state)" \
+      [ "${state%% *}" = "$(mode_state "$mode")" ]
   fi
   for t in "${TESTS[@]}"; do
     IFS='|' read -r tool args kind size iters <<< "$t"
