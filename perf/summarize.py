@@ -93,6 +93,24 @@ def summarize_hol(runs):
     return out
 
 
+def sverbs_side(row, on_runs):
+    """What the sverbs side ran with: a batching budget, or the queue path."""
+    budgets = {label_field(r, "budget_us") for r in on_runs} - {None}
+    if budgets:
+        row["sverbs"]["budget_us"] = int(budgets.pop())
+    if {label_field(r, "path") for r in on_runs} == {"queue"}:
+        row["sverbs"]["path"] = "queue"
+
+
+def side_desc(sv):
+    """The sverbs side's settings, for a table row ("" for the defaults)."""
+    if sv.get("budget_us") is not None:
+        return "; sverbs: budget %s µs" % sv["budget_us"]
+    if sv.get("path") == "queue":
+        return "; sverbs: queue path (SVERBS_PASSTHROUGH=off)"
+    return ""
+
+
 def summarize_rate(runs):
     ok = [r for r in runs if r.get("bench") in ("rate", "lat") and "error" not in r]
     out = []
@@ -114,9 +132,7 @@ def summarize_rate(runs):
                              "p99_us": rnd(med([r["lat"]["p99_us"] for r in rs])),
                              "p999_us": rnd(med([r["lat"]["p999_us"] for r in rs]))}
             row["kind"] = "lat"
-            budgets = {label_field(r, "budget_us") for r in by["on"]} - {None}
-            if budgets:
-                row["sverbs"]["budget_us"] = int(budgets.pop())
+            sverbs_side(row, by["on"])
             row["p50_ratio"] = rnd(ratio(row["sverbs"]["p50_us"], row["stock"]["p50_us"]), 3)
             row["p99_ratio"] = rnd(ratio(row["sverbs"]["p99_us"], row["stock"]["p99_us"]), 3)
             row["p99_ratio_paired"] = paired(by["off"], by["on"], lambda r: r["lat"]["p99_us"])
@@ -128,9 +144,7 @@ def summarize_rate(runs):
                 if rs:
                     row[name].update(threads=rs[0]["threads"], post_list=rs[0]["post_list"],
                                      signal_every=rs[0]["signal_every"])
-            budgets = {label_field(r, "budget_us") for r in by["on"]} - {None}
-            if budgets:
-                row["sverbs"]["budget_us"] = int(budgets.pop())
+            sverbs_side(row, by["on"])
             row["kind"] = "rate"
             row["kpps_ratio"] = rnd(ratio(row["sverbs"]["kpps"], row["stock"]["kpps"]), 3)
             row["kpps_ratio_paired"] = paired(by["off"], by["on"], lambda r: r["kpps"])
@@ -270,8 +284,7 @@ def markdown(name, meta, summ, errors):
                 st.get("threads", "?"), "" if st.get("threads") == 1 else "s",
                 st.get("post_list", "?"), "" if st.get("post_list") == 1 else "s",
                 st.get("signal_every", "?"))
-            if r["sverbs"].get("budget_us") is not None:
-                desc += "; sverbs: budget %s µs" % r["sverbs"]["budget_us"]
+            desc += side_desc(r["sverbs"])
             vs = r.get("vs_post_list")
             L.append("| %s | %s | %s | %s | %s |" % (
                 desc, fmt(r["stock"]["kpps"]), fmt(r["sverbs"]["kpps"]),
@@ -285,9 +298,8 @@ def markdown(name, meta, summ, errors):
               "| | stock p50 | stock p99 | sverbs p50 | sverbs p99 | p99 sverbs/stock |",
               "|---|---|---|---|---|---|"]
         for r in lat:
-            b = r["sverbs"].get("budget_us")
             L.append("| post -> CQE%s | %s | %s | %s | %s | %s |" % (
-                "" if b is None else " (sverbs: budget %s µs)" % b,
+                side_desc(r["sverbs"]),
                 fmt_us(r["stock"]["p50_us"]), fmt_us(r["stock"]["p99_us"]),
                 fmt_us(r["sverbs"]["p50_us"]), fmt_us(r["sverbs"]["p99_us"]),
                 fmt_ratio(r["p99_ratio"], r["p99_ratio_paired"])))

@@ -9,7 +9,9 @@
 #   t1 / t4: 1 / 4 threads (a QP+CQ each), one WR per ibv_post_send;
 #   pl16 / t4pl16: 1 / 4 threads, 16 WRs per call; lat: post one, wait for
 #   its completion; a trailing "b" (t1b, t4b, latb): the sverbs side with a
-#   batching budget of PERF_BUDGET_US (default 50) microseconds.
+#   batching budget of PERF_BUDGET_US (default 50) microseconds; a trailing
+#   "q" (t1q, pl16q, latq): the sverbs side with SVERBS_PASSTHROUGH=off (the
+#   layer's queue instead of pass-through).
 # shellcheck disable=SC2034  # bin, args and benv are for the caller
 bin=${PERF_BIN:?}/rate_bench
 
@@ -17,13 +19,14 @@ bin=${PERF_BIN:?}/rate_bench
 rate_config() {
 	benv=()
 	case $1 in
-	t1 | t1b) args=(-T 1) ;;
-	t4 | t4b) args=(-T 4) ;;
-	pl16) args=(-T 1 -l 16) ;;
+	t1 | t1b | t1q) args=(-T 1) ;;
+	t4 | t4b | t4q) args=(-T 4) ;;
+	pl16 | pl16q) args=(-T 1 -l 16) ;;
 	t4pl16) args=(-T 4 -l 16) ;;
-	lat | latb) args=(--lat) ;;
+	lat | latb | latq) args=(--lat) ;;
 	*) return 1 ;;
 	esac
 	if [[ $1 == *b ]]; then benv=("SVERBS_BATCH_BUDGET_US=${PERF_BUDGET_US:-50}"); fi
+	if [[ $1 == *q ]]; then benv=(SVERBS_PASSTHROUGH=off); fi
 	return 0
 }

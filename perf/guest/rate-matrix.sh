@@ -8,7 +8,8 @@
 #               each), "pl16" (1 thread, --post-list 16), "t4pl16" (4 threads,
 #               --post-list 16), "lat" (latency at low load); a trailing "b"
 #               (t1b, t4b, latb) runs the sverbs side with budgeted batching,
-#               SVERBS_BATCH_BUDGET_US=$PERF_BUDGET_US (default 50);
+#               SVERBS_BATCH_BUDGET_US=$PERF_BUDGET_US (default 50); a
+#               trailing "q" (t1q, pl16q, latq) with SVERBS_PASSTHROUGH=off;
 #               "perftest": perftest.sh lat bw bw-pl16 (two processes, both
 #               with SVERBS=off / on), in the repetition's order
 #
@@ -31,7 +32,10 @@ for ((r = 1; r <= reps; r++)); do
 			continue
 		fi
 		rate_config "$c" || { echo "rate-matrix: unknown config $c" >&2; exit 2; }
-		[ ${#benv[@]} = 0 ] || label+=" budget_us=${benv[0]#*=}"
+		case ${benv[0]:-} in
+		SVERBS_BATCH_BUDGET_US=*) label+=" budget_us=${benv[0]#*=}" ;;
+		SVERBS_PASSTHROUGH=off) label+=" path=queue" ;;
+		esac
 		for m in $modes; do
 			if [ "$m" = on ]; then e=("${benv[@]}"); else e=(); fi
 			env "${e[@]}" SVERBS="$m" "$bin" "${args[@]}" -t "$dur" --label "$label"
