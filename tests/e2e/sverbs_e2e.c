@@ -1206,8 +1206,8 @@ static void rig_close(struct rig *r)
 
 /* One planned WR of an error test. */
 struct ewr {
-	uint32_t qp, idx, len, prio;
-	uint64_t off; /* same offset in S and T */
+	uint32_t qp, idx, len, prio; /* prio SVERBS_NUM_PRIO: states none */
+	uint64_t off;		     /* same offset in S and T */
 	enum ibv_wr_opcode op;
 	bool signaled;
 	uint32_t rkey;
@@ -1263,8 +1263,8 @@ static struct ibv_send_wr *ewr_build(struct rig *r, struct ewr *w,
 	s->sg_list = g;
 	s->num_sge = 1;
 	s->opcode = w->op;
-	s->send_flags =
-		SVERBS_PRIO(w->prio) | (w->signaled ? IBV_SEND_SIGNALED : 0);
+	s->send_flags = (w->prio < SVERBS_NUM_PRIO ? SVERBS_PRIO(w->prio) : 0) |
+			(w->signaled ? IBV_SEND_SIGNALED : 0);
 	if (w->op == IBV_WR_SEND_WITH_IMM ||
 	    w->op == IBV_WR_RDMA_WRITE_WITH_IMM)
 		s->imm_data = htonl(w->idx);
@@ -1992,6 +1992,110 @@ out:
 	return 0;
 }
 
+/* ============================================================ pt-leave */
+
+/* With the layer on: is the QP in pass-through (stats flag)? */
+static bool in_passthrough(struct ibv_qp *qp)
+{
+	struct sverbs_qp_stats s;
+
+	memset(&s, 0, sizeof(s));
+	return !sverbs_query_qp_stats(qp, &s) &&
+	       (s.flags & SVERBS_QP_STATS_PASSTHROUGH);
+}
+
+/*
+ * Pass-through ends mid-stream: 24 WRs that state no priority (WRITEs and
+ * READs of 200 B to 1 MiB, one in eight signaled) are still in flight when
+ * WRs that state one follow (a signaled 4 MiB WRITE at level 7, eight
+ * signaled 64 B WRITEs at level 0), then four unmarked signaled WRITEs.
+ * Every signaled WR exactly one successful completion with its wr_id, none
+ * for an unsignaled one, no unknown wr_id, every byte where it belongs.
+ */
+static int cmd_pt_leave(void)
+{
+	static const uint32_t lens[] = { 1024, 64 * 1024, MiB, 200 };
+	const char *pt_env = getenv("SVERBS_PASSTHROUGH");
+	struct sig_expect x = { .qp = 0 };
+	struct eset e = { 0 };
+	bool want_pt, was_pt;
+	uint32_t i, n_bad = 0, n_cnt = 0;
+	struct rig r;
+	struct pair p;
+	int ret;
+
+	phase = "pt-leave";
+	rig_open(&r, 16 * MiB, false);
+	p = rig_pair(&r);
+	e_cq = r.scq;
+	{
+		struct sverbs_qp_stats s;
+
+		ret = sverbs_query_qp_stats(p.s, &s);
+	}
+	layer_on = ret == 0;
+	want_pt = layer_on &&
+		  (!pt_env || (strcmp(pt_env, "off") && strcmp(pt_env, "0")));
+	note("layer %s, pass-through expected: %s", layer_on ? "on" : "off",
+	     want_pt ? "yes" : "no");
+	for (i = 0; i < 24; i++)
+		post_one(p.s, &r,
+			 eset_add(&e, &r, 0,
+				  i % 4 == 3 ? IBV_WR_RDMA_READ
+					     : IBV_WR_RDMA_WRITE,
+				  lens[i % 4], SVERBS_NUM_PRIO, i % 8 == 7),
+			 &e);
+	was_pt = in_passthrough(p.s);
+	check(was_pt == want_pt,
+	      "pt-leave: after 24 unmarked WRs the QP is%s in pass-through",
+	      want_pt ? "" : " not");
+	post_one(p.s, &r,
+		 eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 4 * MiB, 7, true), &e);
+	for (i = 0; i < 8; i++)
+		post_one(p.s, &r,
+			 eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 64, 0, true),
+			 &e);
+	for (i = 0; i < 4; i++)
+		post_one(p.s, &r,
+			 eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 4096,
+				  SVERBS_NUM_PRIO, true),
+			 &e);
+	if (layer_on)
+		check(!in_passthrough(p.s),
+		      "pt-leave: WRs that state a priority end pass-through");
+	kick_watchdog();
+	check(e_wait(&e, r.scq, signaled_done, &x, 0.5),
+	      "pt-leave: every signaled WR completes (no stall)");
+	bad_reset();
+	for (i = 0; i < e.n; i++) {
+		struct ewr *w = &e.w[i];
+		const uint8_t *dst = w->op == IBV_WR_RDMA_READ ? r.S : r.T;
+
+		if (w->signaled ? w->n != 1 || w->n_ok != 1 : w->n != 0) {
+			n_cnt++;
+			bad("WR %u (%s, %u B, %s): %d completions, %d ok", i,
+			    w->op == IBV_WR_RDMA_READ ? "READ" : "WRITE",
+			    w->len, w->signaled ? "signaled" : "unsignaled",
+			    w->n, w->n_ok);
+		}
+		if (check_pat(dst + w->off, 0, i, 0, w->len) >= 0) {
+			n_bad++;
+			bad("WR %u (%u B): data not all there", i, w->len);
+		}
+	}
+	check(!n_cnt && !e.unknown,
+	      "pt-leave: signaled WRs exactly one success, unsignaled none, "
+	      "no unknown wr_id (%u wrong, %d unknown)",
+	      n_cnt, e.unknown);
+	check(!n_bad, "pt-leave: every byte of every WR arrived (%u short)",
+	      n_bad);
+	ibv_destroy_qp(p.s);
+	ibv_destroy_qp(p.t);
+	rig_close(&r);
+	free(e.w);
+	return 0;
+}
+
 /* ============================================================ refused */
 
 /*
@@ -2167,7 +2271,8 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: sverbs_e2e integrity|error-rkey|error-modify|events|"
-		"stats|refused [--seed N] [--qps N] [--wrs N] [--iters N]\n"
+		"stats|refused|pt-leave [--seed N] [--qps N] [--wrs N] "
+		"[--iters N]\n"
 		"       [--send-dev NAME] [--target-dev NAME] [--gid N]\n");
 	exit(2);
 }
@@ -2230,6 +2335,8 @@ int main(int argc, char **argv)
 		cmd_stats();
 	else if (!strcmp(cmd, "refused"))
 		cmd_refused();
+	else if (!strcmp(cmd, "pt-leave"))
+		cmd_pt_leave();
 	else
 		usage();
 	alarm(0);
