@@ -1017,8 +1017,8 @@ static int post_direct(struct sverbs_qp *sqp, uint32_t s,
 	uint8_t prio, seen;
 
 	if (sqp->scheduled || sqp->batch.budget_ns || sqp->hw_err ||
-	    sqp->inflight_wqes >= sqp->depth || (flags & IBV_SEND_FENCE) ||
-	    sverbs_prio_of(flags) >= 0)
+	    sqp->pt_tail || sqp->inflight_wqes >= sqp->depth ||
+	    (flags & IBV_SEND_FENCE) || sverbs_prio_of(flags) >= 0)
 		return -1;
 	len = sge_total(wr->sg_list, wr->num_sge);
 	prio = wr_prio(sqp, flags, len);

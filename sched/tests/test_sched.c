@@ -1877,6 +1877,41 @@ static void test_pt_leave(void)
 }
 
 /*
+ * The WR that ends pass-through is refused at post time (EINVAL): the QP
+ * has left pass-through all the same, and the next unmarked lone WR takes
+ * the queue under the tail rule (alone, signaled), not the lone-WR path.
+ */
+static void test_pt_leave_refused(void)
+{
+	struct ibv_sge sge[8] = {};
+	struct ibv_send_wr wr = {}, *bad = NULL;
+	struct ibv_wc wc[8];
+	int n;
+
+	pt_setup(16);
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_SEND, 8, 0), 0);
+	wr.wr_id = 2;
+	wr.sg_list = sge;
+	wr.num_sge = 8; /* max_send_sge is 4 */
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = SVERBS_PRIO(1) | IBV_SEND_SIGNALED;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], &wr, &bad), EINVAL);
+	CU_ASSERT_PTR_EQUAL(bad, &wr);
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->pt));
+	CU_ASSERT_FALSE(sqp[0]->scheduled);
+	CU_ASSERT_EQUAL(post(sqp[0], 3, IBV_WR_SEND, 8, 0), 0);
+	CU_ASSERT_EQUAL(post(sqp[0], 4, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 2);
+	CU_ASSERT(sv_qp_owns(sqp[0], fk_wqe(0, 1)->wr.wr_id));
+	CU_ASSERT(fk_wqe(0, 1)->signaled); /* WR 3: the tail rule's signal */
+	CU_ASSERT_EQUAL(sqp[0]->queued, 1);
+	n = drain(0, wc, 8);
+	check_no_internal(wc, n);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 4);
+	teardown();
+}
+
+/*
  * An application past its max_send_wr in pass-through, then a marked WR:
  * the provider refuses the layer's WQE, and a poll (nothing of the layer's
  * in flight to pump it) retries it.
@@ -2224,6 +2259,7 @@ int main(void)
 		  test_pt_untouched },
 		{ "pass-through ends at a stated priority", test_pt_leave },
 		{ "pass-through ends with the SQ full", test_pt_leave_sq_full },
+		{ "pass-through ends at a refused WR", test_pt_leave_refused },
 		{ "pass-through: fast poll races the end",
 		  test_pt_fast_poll_race },
 		{ "pass-through: which QPs, layered count", test_pt_config },
