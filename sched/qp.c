@@ -379,7 +379,7 @@ static bool list_states_prio(const struct ibv_send_wr *wr)
  * the layer completes (RC completes in order: all before it is done) the
  * layer keeps one WQE in flight, signaled (see build_wqe()).
  */
-static void leave_passthrough(struct sverbs_qp *sqp)
+void sv_qp_leave_passthrough(struct sverbs_qp *sqp)
 {
 	sqp->pt_tail = true;
 	/* before the first internal WQE: see sverbs_poll_cq()'s fast path */
@@ -403,7 +403,7 @@ int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		return sqp->ad->post_send(sqp->qp, wr, bad_wr);
 	pthread_spin_lock(&sqp->lock);
 	if (atomic_load_explicit(&sqp->pt, memory_order_relaxed))
-		leave_passthrough(sqp);
+		sv_qp_leave_passthrough(sqp);
 	for (; wr; wr = wr->next) {
 		err = wr_check(sqp, wr);
 		if (err)
@@ -1432,15 +1432,12 @@ void sverbs_qp_get_stats(struct sverbs_qp *sqp, struct sverbs_qp_stats *st)
 /*
  * Whether the QP starts in pass-through: only a WR's stated priority will
  * need the layer.  Not when the configuration schedules or holds WRs that
- * state nothing (slice_always, the size policy, a batching budget), nor
- * with the ibv_wr_* API (its WRs are built in the layer's slots).
+ * state nothing (slice_always, the size policy, a batching budget).
  */
-static bool passthrough_ok(const struct sverbs_qp *sqp,
-			   const struct ibv_qp_init_attr_ex *attr)
+static bool passthrough_ok(const struct sverbs_qp *sqp)
 {
 	return sqp->cfg.passthrough && !sqp->cfg.slice_always &&
-	       !sqp->cfg.small_msg_bytes && !sqp->batch.budget_ns &&
-	       !(attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS);
+	       !sqp->cfg.small_msg_bytes && !sqp->batch.budget_ns;
 }
 
 struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
@@ -1490,7 +1487,7 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp))
 		sqp->batch.budget_ns = 0; /* no timer: never hold */
 	sqp->timer_on = sqp->batch.budget_ns != 0;
-	atomic_init(&sqp->pt, passthrough_ok(sqp, attr));
+	atomic_init(&sqp->pt, passthrough_ok(sqp));
 	if (qp_alloc(sqp) || !sv_cq_register(send_cq, sqp)) {
 		if (sqp->timer_on)
 			sverbs_timer_del(&sqp->timer);

@@ -101,6 +101,7 @@ struct sverbs_qp {
 	const struct sverbs_adapter *ad;
 	struct ibv_qp *qp;
 	struct ibv_qp_ex *qpx; /* set when the ibv_wr_* API is installed */
+	struct ibv_qp_ex raw_qpx; /* ... the provider's wr_* ops, for pass-through */
 	struct sverbs_cq *scq;
 	struct sverbs_config cfg;
 	uint32_t qp_num;
@@ -298,5 +299,6 @@ void sv_qp_flush_all(struct sverbs_qp *sqp, struct sv_emit *e);
 uint32_t sv_slot_alloc(struct sverbs_qp *sqp);
 void sv_slot_free(struct sverbs_qp *sqp, uint32_t s);
 void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s);
+void sv_qp_leave_passthrough(struct sverbs_qp *sqp);
 
 #endif /* SVERBS_SCHED_INT_H */

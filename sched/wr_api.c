@@ -9,6 +9,16 @@
  * batch (no slot: ENOMEM; too many SGEs, inline data too long, an opcode
  * the QP type cannot carry: EINVAL) it posts nothing and returns the error,
  * as the providers do.
+ *
+ * A batch started while the QP is in pass-through (docs/semantics.md) is
+ * the provider's own from wr_start to wr_complete: every op goes to the
+ * provider's (raw_qpx).  Such a batch holds the provider's lock, not the
+ * layer's, so which batch is in pass-through is per thread (pt_batch): a
+ * thread may build a batch on another QP meanwhile, or another thread a
+ * queued one on this QP once it left pass-through.  Priority bits never
+ * reach the provider: a builder that finds them in wr_flags holds them back
+ * for the call, and the batch ends the QP's pass-through when it completes
+ * (its own WRs go in posting order, unscheduled).
  */
 #include <errno.h>
 #include <string.h>
@@ -22,6 +32,62 @@
 static struct sverbs_qp *to_sqp(struct ibv_qp_ex *qpx)
 {
 	return sv_objmap_lookup(qpx);
+}
+
+static __thread struct sverbs_qp *pt_batch;
+static __thread bool pt_batch_prio; /* a WR of it stated a priority */
+
+static bool in_pt_batch(const struct ibv_qp_ex *qpx)
+{
+	return pt_batch && pt_batch->qpx == qpx;
+}
+
+/* In this thread's pass-through batch: the provider's builder op. */
+#define PT_BUILD(qpx, op, ...)                                                \
+	do {                                                                  \
+		if (in_pt_batch(qpx)) {                                       \
+			unsigned int flags_ = (qpx)->wr_flags;                \
+                                                                              \
+			if (flags_ & SVERBS_PRIO_MASK) {                      \
+				pt_batch_prio = true;                         \
+				(qpx)->wr_flags = flags_ & ~SVERBS_PRIO_MASK; \
+			}                                                     \
+			pt_batch->raw_qpx.op((qpx), ##__VA_ARGS__);           \
+			(qpx)->wr_flags = flags_;                             \
+			return;                                               \
+		}                                                             \
+	} while (0)
+
+/* In this thread's pass-through batch: the provider's setter op. */
+#define PT_SET(qpx, op, ...)                                        \
+	do {                                                        \
+		if (in_pt_batch(qpx)) {                             \
+			pt_batch->raw_qpx.op((qpx), ##__VA_ARGS__); \
+			return;                                     \
+		}                                                   \
+	} while (0)
+
+/* The end of this thread's pass-through batch (complete or abort). */
+static int pt_batch_end(struct ibv_qp_ex *qpx, bool complete)
+{
+	struct sverbs_qp *sqp = pt_batch;
+	bool prio = pt_batch_prio;
+	int ret = 0;
+
+	pt_batch = NULL;
+	pt_batch_prio = false;
+	if (!complete) {
+		sqp->raw_qpx.wr_abort(qpx);
+		return 0;
+	}
+	ret = sqp->raw_qpx.wr_complete(qpx);
+	if (prio) {
+		pthread_spin_lock(&sqp->lock);
+		if (atomic_load(&sqp->pt))
+			sv_qp_leave_passthrough(sqp);
+		pthread_spin_unlock(&sqp->lock);
+	}
+	return ret;
 }
 
 static void build_drop(struct sverbs_qp *sqp)
@@ -41,7 +107,16 @@ static void sv_wr_start(struct ibv_qp_ex *qpx)
 {
 	struct sverbs_qp *sqp = to_sqp(qpx);
 
+	/* one pass-through batch per thread; a second one is queued */
+	if (!pt_batch && atomic_load_explicit(&sqp->pt, memory_order_acquire)) {
+		sqp->raw_qpx.wr_start(qpx);
+		pt_batch = sqp;
+		return;
+	}
 	pthread_spin_lock(&sqp->lock);
+	/* internal wr_ids follow: the CQ must translate */
+	if (atomic_load_explicit(&sqp->pt, memory_order_relaxed))
+		sv_qp_leave_passthrough(sqp);
 	sqp->build.head = sqp->build.tail = SV_NONE;
 	sqp->build_cur = SV_NONE;
 	sqp->build_err = 0;
@@ -49,9 +124,14 @@ static void sv_wr_start(struct ibv_qp_ex *qpx)
 
 static int sv_wr_complete(struct ibv_qp_ex *qpx)
 {
-	struct sverbs_qp *sqp = to_sqp(qpx);
-	int err = sqp->build_err;
+	struct sverbs_qp *sqp;
 	uint32_t s, next;
+	int err;
+
+	if (in_pt_batch(qpx))
+		return pt_batch_end(qpx, true);
+	sqp = to_sqp(qpx);
+	err = sqp->build_err;
 
 	if (err) {
 		build_drop(sqp);
@@ -70,8 +150,13 @@ static int sv_wr_complete(struct ibv_qp_ex *qpx)
 
 static void sv_wr_abort(struct ibv_qp_ex *qpx)
 {
-	struct sverbs_qp *sqp = to_sqp(qpx);
+	struct sverbs_qp *sqp;
 
+	if (in_pt_batch(qpx)) {
+		pt_batch_end(qpx, false);
+		return;
+	}
+	sqp = to_sqp(qpx);
 	build_drop(sqp);
 	pthread_spin_unlock(&sqp->lock);
 }
@@ -123,8 +208,10 @@ static struct sv_wr *wr_cur(struct sverbs_qp *sqp)
 static void sv_wr_rdma_write(struct ibv_qp_ex *qpx, uint32_t rkey,
 			     uint64_t remote_addr)
 {
-	struct sv_wr *w = wr_new(qpx, IBV_WR_RDMA_WRITE);
+	struct sv_wr *w;
 
+	PT_BUILD(qpx, wr_rdma_write, rkey, remote_addr);
+	w = wr_new(qpx, IBV_WR_RDMA_WRITE);
 	if (w) {
 		w->wr.wr.rdma.remote_addr = remote_addr;
 		w->wr.wr.rdma.rkey = rkey;
@@ -134,8 +221,10 @@ static void sv_wr_rdma_write(struct ibv_qp_ex *qpx, uint32_t rkey,
 static void sv_wr_rdma_write_imm(struct ibv_qp_ex *qpx, uint32_t rkey,
 				 uint64_t remote_addr, __be32 imm_data)
 {
-	struct sv_wr *w = wr_new(qpx, IBV_WR_RDMA_WRITE_WITH_IMM);
+	struct sv_wr *w;
 
+	PT_BUILD(qpx, wr_rdma_write_imm, rkey, remote_addr, imm_data);
+	w = wr_new(qpx, IBV_WR_RDMA_WRITE_WITH_IMM);
 	if (w) {
 		w->wr.wr.rdma.remote_addr = remote_addr;
 		w->wr.wr.rdma.rkey = rkey;
@@ -146,8 +235,10 @@ static void sv_wr_rdma_write_imm(struct ibv_qp_ex *qpx, uint32_t rkey,
 static void sv_wr_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey,
 			    uint64_t remote_addr)
 {
-	struct sv_wr *w = wr_new(qpx, IBV_WR_RDMA_READ);
+	struct sv_wr *w;
 
+	PT_BUILD(qpx, wr_rdma_read, rkey, remote_addr);
+	w = wr_new(qpx, IBV_WR_RDMA_READ);
 	if (w) {
 		w->wr.wr.rdma.remote_addr = remote_addr;
 		w->wr.wr.rdma.rkey = rkey;
@@ -156,21 +247,26 @@ static void sv_wr_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey,
 
 static void sv_wr_send(struct ibv_qp_ex *qpx)
 {
+	PT_BUILD(qpx, wr_send);
 	wr_new(qpx, IBV_WR_SEND);
 }
 
 static void sv_wr_send_imm(struct ibv_qp_ex *qpx, __be32 imm_data)
 {
-	struct sv_wr *w = wr_new(qpx, IBV_WR_SEND_WITH_IMM);
+	struct sv_wr *w;
 
+	PT_BUILD(qpx, wr_send_imm, imm_data);
+	w = wr_new(qpx, IBV_WR_SEND_WITH_IMM);
 	if (w)
 		w->wr.imm_data = imm_data;
 }
 
 static void sv_wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 {
-	struct sv_wr *w = wr_new(qpx, IBV_WR_SEND_WITH_INV);
+	struct sv_wr *w;
 
+	PT_BUILD(qpx, wr_send_inv, invalidate_rkey);
+	w = wr_new(qpx, IBV_WR_SEND_WITH_INV);
 	if (w)
 		w->wr.invalidate_rkey = invalidate_rkey;
 }
@@ -179,8 +275,10 @@ static void sv_wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey,
 				 uint64_t remote_addr, uint64_t compare,
 				 uint64_t swap)
 {
-	struct sv_wr *w = wr_new(qpx, IBV_WR_ATOMIC_CMP_AND_SWP);
+	struct sv_wr *w;
 
+	PT_BUILD(qpx, wr_atomic_cmp_swp, rkey, remote_addr, compare, swap);
+	w = wr_new(qpx, IBV_WR_ATOMIC_CMP_AND_SWP);
 	if (w) {
 		w->wr.wr.atomic.remote_addr = remote_addr;
 		w->wr.wr.atomic.compare_add = compare;
@@ -192,8 +290,10 @@ static void sv_wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey,
 static void sv_wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey,
 				   uint64_t remote_addr, uint64_t add)
 {
-	struct sv_wr *w = wr_new(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD);
+	struct sv_wr *w;
 
+	PT_BUILD(qpx, wr_atomic_fetch_add, rkey, remote_addr, add);
+	w = wr_new(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD);
 	if (w) {
 		w->wr.wr.atomic.remote_addr = remote_addr;
 		w->wr.wr.atomic.compare_add = add;
@@ -205,8 +305,10 @@ static void sv_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
 			  uint32_t rkey,
 			  const struct ibv_mw_bind_info *bind_info)
 {
-	struct sv_wr *w = wr_new(qpx, IBV_WR_BIND_MW);
+	struct sv_wr *w;
 
+	PT_BUILD(qpx, wr_bind_mw, mw, rkey, bind_info);
+	w = wr_new(qpx, IBV_WR_BIND_MW);
 	if (w) {
 		w->wr.bind_mw.mw = mw;
 		w->wr.bind_mw.rkey = rkey;
@@ -216,8 +318,10 @@ static void sv_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
 
 static void sv_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 {
-	struct sv_wr *w = wr_new(qpx, IBV_WR_LOCAL_INV);
+	struct sv_wr *w;
 
+	PT_BUILD(qpx, wr_local_inv, invalidate_rkey);
+	w = wr_new(qpx, IBV_WR_LOCAL_INV);
 	if (w)
 		w->wr.invalidate_rkey = invalidate_rkey;
 }
@@ -225,9 +329,12 @@ static void sv_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 static void sv_wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr,
 			  uint32_t length)
 {
-	struct sverbs_qp *sqp = to_sqp(qpx);
-	struct sv_wr *w = wr_cur(sqp);
+	struct sverbs_qp *sqp;
+	struct sv_wr *w;
 
+	PT_SET(qpx, wr_set_sge, lkey, addr, length);
+	sqp = to_sqp(qpx);
+	w = wr_cur(sqp);
 	if (!w)
 		return;
 	if (!sqp->max_sge_app) {
@@ -244,9 +351,12 @@ static void sv_wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr,
 static void sv_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 			       const struct ibv_sge *sg_list)
 {
-	struct sverbs_qp *sqp = to_sqp(qpx);
-	struct sv_wr *w = wr_cur(sqp);
+	struct sverbs_qp *sqp;
+	struct sv_wr *w;
 
+	PT_SET(qpx, wr_set_sge_list, num_sge, sg_list);
+	sqp = to_sqp(qpx);
+	w = wr_cur(sqp);
 	if (!w)
 		return;
 	if (num_sge > sqp->max_sge_app) {
@@ -262,10 +372,13 @@ static void sv_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 static void sv_wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
 				       const struct ibv_data_buf *buf_list)
 {
-	struct sverbs_qp *sqp = to_sqp(qpx);
-	struct sv_wr *w = wr_cur(sqp);
+	struct sverbs_qp *sqp;
+	struct sv_wr *w;
 	size_t i, len = 0;
 
+	PT_SET(qpx, wr_set_inline_data_list, num_buf, buf_list);
+	sqp = to_sqp(qpx);
+	w = wr_cur(sqp);
 	if (!w)
 		return;
 	for (i = 0; i < num_buf; i++)
@@ -294,14 +407,17 @@ static void sv_wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr,
 {
 	struct ibv_data_buf buf = { .addr = addr, .length = length };
 
+	PT_SET(qpx, wr_set_inline_data, addr, length);
 	sv_wr_set_inline_data_list(qpx, 1, &buf);
 }
 
 static void sv_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 			      uint32_t remote_qpn, uint32_t remote_qkey)
 {
-	struct sv_wr *w = wr_cur(to_sqp(qpx));
+	struct sv_wr *w;
 
+	PT_SET(qpx, wr_set_ud_addr, ah, remote_qpn, remote_qkey);
+	w = wr_cur(to_sqp(qpx));
 	if (w) {
 		w->wr.wr.ud.ah = ah;
 		w->wr.wr.ud.remote_qpn = remote_qpn;
@@ -311,8 +427,10 @@ static void sv_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 
 static void sv_wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
 {
-	struct sv_wr *w = wr_cur(to_sqp(qpx));
+	struct sv_wr *w;
 
+	PT_SET(qpx, wr_set_xrc_srqn, remote_srqn);
+	w = wr_cur(to_sqp(qpx));
 	if (w)
 		w->wr.qp_type.xrc.remote_srqn = remote_srqn;
 }
@@ -324,6 +442,7 @@ bool sverbs_qp_install_wr_ops(struct sverbs_qp *sqp, struct ibv_qp_ex *qpx,
 		return false;
 	if (!sv_objmap_insert(qpx, sqp))
 		return false;
+	sqp->raw_qpx = *qpx; /* the provider's ops, for pass-through */
 	sqp->qpx = qpx;
 	qpx->wr_start = sv_wr_start;
 	qpx->wr_complete = sv_wr_complete;

@@ -286,6 +286,98 @@ struct ibv_qp *fk_qp(int i, enum ibv_qp_type type, int depth, bool sig_all)
 	return qp;
 }
 
+/* ------------------------------------------------------------ wr_* API */
+
+/*
+ * The provider's own ibv_wr_* ops (what a pass-through batch reaches):
+ * WRs built from wr_id / wr_flags as given, posted as one chain by
+ * wr_complete.  qp_base.qp_num names the fake QP.
+ */
+#define FK_BATCH 16
+
+static struct {
+	struct ibv_send_wr wr[FK_BATCH];
+	struct ibv_sge sge[FK_BATCH];
+	int n;
+} fkb;
+
+static struct ibv_send_wr *fkb_new(struct ibv_qp_ex *qx, enum ibv_wr_opcode op)
+{
+	struct ibv_send_wr *w = &fkb.wr[fkb.n < FK_BATCH - 1 ? fkb.n++ : fkb.n];
+
+	memset(w, 0, sizeof(*w));
+	w->wr_id = qx->wr_id;
+	w->send_flags = qx->wr_flags;
+	w->opcode = op;
+	return w;
+}
+
+static void fkb_start(struct ibv_qp_ex *qx)
+{
+	(void)qx;
+	fkb.n = 0;
+}
+
+static void fkb_send(struct ibv_qp_ex *qx)
+{
+	fkb_new(qx, IBV_WR_SEND);
+}
+
+static void fkb_rdma_write(struct ibv_qp_ex *qx, uint32_t rkey, uint64_t addr)
+{
+	struct ibv_send_wr *w = fkb_new(qx, IBV_WR_RDMA_WRITE);
+
+	w->wr.rdma.rkey = rkey;
+	w->wr.rdma.remote_addr = addr;
+}
+
+static void fkb_set_sge(struct ibv_qp_ex *qx, uint32_t lkey, uint64_t addr,
+			uint32_t length)
+{
+	int i = fkb.n - 1;
+
+	(void)qx;
+	if (i < 0)
+		return;
+	fkb.sge[i] = (struct ibv_sge){ .addr = addr,
+				       .length = length,
+				       .lkey = lkey };
+	fkb.wr[i].sg_list = &fkb.sge[i];
+	fkb.wr[i].num_sge = 1;
+}
+
+static int fkb_complete(struct ibv_qp_ex *qx)
+{
+	struct ibv_send_wr *bad = NULL;
+	int i;
+
+	if (!fkb.n)
+		return 0;
+	for (i = 0; i + 1 < fkb.n; i++)
+		fkb.wr[i].next = &fkb.wr[i + 1];
+	fkb.wr[fkb.n - 1].next = NULL;
+	fkb.n = 0;
+	return fk_post_send(&fk->qp[qx->qp_base.qp_num - 0x100], fkb.wr, &bad);
+}
+
+static void fkb_abort(struct ibv_qp_ex *qx)
+{
+	(void)qx;
+	fkb.n = 0;
+}
+
+void fk_wr_install(struct ibv_qp_ex *qx, int i)
+{
+	memset(qx, 0, sizeof(*qx));
+	qx->qp_base.qp_num = fk->qp[i].qp_num;
+	qx->wr_start = fkb_start;
+	qx->wr_complete = fkb_complete;
+	qx->wr_abort = fkb_abort;
+	qx->wr_send = fkb_send;
+	qx->wr_rdma_write = fkb_rdma_write;
+	qx->wr_set_sge = fkb_set_sge;
+}
+
 /* ------------------------------------------------------------ extended CQ */
 
 static int ex_start(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr)

@@ -80,6 +80,9 @@ int fk_complete(int i, int n);
 int fk_fail_next(int i, enum ibv_wc_status status);
 /* The hardware QP enters error (modify to ERR): outstanding WQEs flush. */
 void fk_qp_error(int i);
+/* Fill qx with the fake provider's own ibv_wr_* ops for fake QP i (send,
+ * rdma_write, set_sge, start / complete / abort). */
+void fk_wr_install(struct ibv_qp_ex *qx, int i);
 /* outstanding WQEs of QP i */
 int fk_outstanding(int i);
 struct fk_wqe *fk_wqe(int i, int k);

@@ -1998,8 +1998,9 @@ static void test_pt_config(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(sqp[4]);
 	CU_ASSERT(atomic_load(&sqp[0]->pt) && atomic_load(&sqp[5]->pt));
 	CU_ASSERT(!atomic_load(&sqp[1]->pt) && !atomic_load(&sqp[2]->pt) &&
-		  !atomic_load(&sqp[3]->pt) && !atomic_load(&sqp[4]->pt));
-	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 4);
+		  !atomic_load(&sqp[3]->pt));
+	CU_ASSERT(atomic_load(&sqp[4]->pt)); /* ibv_wr_* too */
+	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 3);
 	/* destroying a pass-through QP leaves no grave, no backlog */
 	CU_ASSERT_EQUAL(post(sqp[5], 1, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
 	sverbs_qp_destroy_pre(sqp[5]);
@@ -2011,7 +2012,90 @@ static void test_pt_config(void)
 	sverbs_qp_destroy_pre(sqp[1]);
 	sverbs_qp_destroy_post(sqp[1], 0);
 	sqp[1] = NULL;
-	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 3);
+	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 2);
+	teardown();
+}
+
+static struct ibv_qp_ex pt_qx[2];
+
+static void pt_wr_send(struct ibv_qp_ex *qx, uint64_t id, unsigned int flags)
+{
+	qx->wr_id = id;
+	qx->wr_flags = flags;
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, 3, LADDR, 8);
+}
+
+/*
+ * ibv_wr_* on a QP in pass-through: a batch is the provider's own (its
+ * ops, the application's wr_ids); a WR stating a priority goes without
+ * the bits, and its batch ends pass-through when it completes; a second
+ * batch a thread opens meanwhile (another QP) takes the layer's path.
+ */
+static void test_pt_wr_api(void)
+{
+	struct ibv_qp_ex *qx = &pt_qx[0], *qy = &pt_qx[1];
+	struct ibv_wc wc[16];
+	int n;
+
+	pt_setup(16);
+	mkqp(1, 16, false);
+	fk_wr_install(qx, 0);
+	fk_wr_install(qy, 1);
+	CU_ASSERT_TRUE_FATAL(sverbs_qp_install_wr_ops(
+		sqp[0], qx, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND));
+	CU_ASSERT_TRUE_FATAL(
+		sverbs_qp_install_wr_ops(sqp[1], qy, IBV_QP_EX_WITH_SEND));
+	CU_ASSERT_TRUE(atomic_load(&sqp[0]->pt));
+	ibv_wr_start(qx);
+	qx->wr_id = 1;
+	qx->wr_flags = 0;
+	ibv_wr_rdma_write(qx, 5, RADDR);
+	ibv_wr_set_sge(qx, 3, LADDR, 100);
+	pt_wr_send(qx, 2, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 2);
+	CU_ASSERT(fk_wqe(0, 0)->wr.wr_id == 1 && !fk_wqe(0, 0)->signaled);
+	CU_ASSERT(fk_wqe(0, 0)->wr.opcode == IBV_WR_RDMA_WRITE &&
+		  fk_wqe(0, 0)->bytes == 100);
+	CU_ASSERT(fk_wqe(0, 1)->wr.wr_id == 2 && fk_wqe(0, 1)->signaled);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	/* abort: nothing */
+	ibv_wr_start(qx);
+	pt_wr_send(qx, 9, IBV_SEND_SIGNALED);
+	ibv_wr_abort(qx);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 2);
+	n = drain(0, wc, 16);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 2);
+	/* a second batch opened meanwhile on another QP: the layer's */
+	ibv_wr_start(qx);
+	pt_wr_send(qx, 3, IBV_SEND_SIGNALED | SVERBS_PRIO(0));
+	CU_ASSERT_EQUAL(qx->wr_flags, IBV_SEND_SIGNALED | SVERBS_PRIO(0));
+	ibv_wr_start(qy);
+	pt_wr_send(qy, 30, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qy), 0);
+	CU_ASSERT_FALSE(atomic_load(&sqp[1]->pt));
+	CU_ASSERT(fk->sq[1].posted == 1 &&
+		  sv_qp_owns(sqp[1], fk_wqe(1, 0)->wr.wr_id));
+	/* the batch with the stated priority: no bits, then no pass-through */
+	CU_ASSERT_TRUE(atomic_load(&sqp[0]->pt));
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 3);
+	CU_ASSERT_EQUAL(fk_wqe(0, 2)->wr.wr_id, 3);
+	CU_ASSERT_EQUAL(fk->leaks, 0);
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->pt));
+	/* from now on the layer's batches: internal wr_ids */
+	ibv_wr_start(qx);
+	pt_wr_send(qx, 4, IBV_SEND_SIGNALED | SVERBS_PRIO(2));
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 4);
+	CU_ASSERT(sv_qp_owns(sqp[0], fk_wqe(0, 3)->wr.wr_id));
+	n = drain(0, wc, 16);
+	check_no_internal(wc, n);
+	CU_ASSERT(n == 2 && wc[0].wr_id == 3 && wc[1].wr_id == 4);
+	n = drain(1, wc, 16);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 30);
+	CU_ASSERT_EQUAL(fk->leaks, 0);
 	teardown();
 }
 
@@ -2263,6 +2347,7 @@ int main(void)
 		{ "pass-through: fast poll races the end",
 		  test_pt_fast_poll_race },
 		{ "pass-through: which QPs, layered count", test_pt_config },
+		{ "pass-through: ibv_wr_* batches", test_pt_wr_api },
 		{ "pass-through: random", test_pt_random },
 		{ "budget: held until poll", test_budget_holds_until_poll },
 		{ "budget: level 0, arm, fence ring",
