@@ -651,7 +651,11 @@ static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 		return false;
 	if (w->refused)
 		return build_refused(sqp, s, n);
-	if (!sqp->hw_err && sqp->scheduled) {
+	/*
+	 * Nothing overtakes the highest level (strict priority, FIFO within
+	 * a level): slicing or windowing its WRs would only delay them.
+	 */
+	if (!sqp->hw_err && sqp->scheduled && w->prio != SVERBS_PRIO_HIGHEST) {
 		window = window_bytes(sqp);
 		/*
 		 * A full window waits for a completion.  If nothing in flight

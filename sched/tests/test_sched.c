@@ -354,21 +354,34 @@ static void test_prio_overtakes(void)
 	     IBV_SEND_SIGNALED | SVERBS_PRIO(7));
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 2); /* the window: 2 slices */
 	post(sqp[0], 2, IBV_WR_SEND, 100, IBV_SEND_SIGNALED | SVERBS_PRIO(3));
-	post(sqp[0], 3, IBV_WR_SEND, 101, IBV_SEND_SIGNALED | SVERBS_PRIO(0));
-	post(sqp[0], 4, IBV_WR_SEND, 102, IBV_SEND_SIGNALED | SVERBS_PRIO(3));
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 2);
+	/* level 0: nothing can overtake it, so no window holds it back */
+	post(sqp[0], 3, IBV_WR_SEND, 101, IBV_SEND_SIGNALED | SVERBS_PRIO(0));
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 3);
+	CU_ASSERT_EQUAL(fk_wqe(0, 2)->bytes, 101);
+	post(sqp[0], 4, IBV_WR_SEND, 102, IBV_SEND_SIGNALED | SVERBS_PRIO(3));
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 3);
 	check_progress(sqp[0]);
 	/* one slice leaves: the SENDs go before the WRITE's next slice */
 	fk_complete(0, 1);
 	poll_all(wc, 16);
 	CU_ASSERT_FATAL(fk->sq[0].posted >= 6);
-	CU_ASSERT_EQUAL(fk_wqe(0, 2)->bytes, 101);
 	CU_ASSERT_EQUAL(fk_wqe(0, 3)->bytes, 100);
 	CU_ASSERT_EQUAL(fk_wqe(0, 4)->bytes, 102);
 	CU_ASSERT_EQUAL(fk_wqe(0, 5)->wr.opcode, IBV_WR_RDMA_WRITE);
 	CU_ASSERT_EQUAL(fk_wqe(0, 5)->wr.wr.rdma.remote_addr, RADDR + 2 * SL);
 	n = drain(0, wc, 16);
 	CU_ASSERT_EQUAL(n, 4);
+	/* nor is a level-0 WRITE sliced: one WQE, whatever the window */
+	post(sqp[0], 5, IBV_WR_RDMA_WRITE, 8 * SL,
+	     IBV_SEND_SIGNALED | SVERBS_PRIO(7));
+	post(sqp[0], 6, IBV_WR_RDMA_WRITE, 5 * SL,
+	     IBV_SEND_SIGNALED | SVERBS_PRIO(0));
+	n = fk->sq[0].posted;
+	CU_ASSERT_EQUAL(fk_wqe(0, n - 1)->bytes, 5 * SL);
+	CU_ASSERT_EQUAL(fk_wqe(0, n - 1)->wr.wr.rdma.remote_addr, RADDR);
+	n = drain(0, wc, 16);
+	CU_ASSERT(n == 2 && wc[0].wr_id == 6 && wc[1].wr_id == 5);
 	teardown();
 }
 
@@ -421,7 +434,9 @@ static void test_prio_policy(void)
 	post(sqp[0], 2, IBV_WR_SEND, 1000, IBV_SEND_SIGNALED); /* default */
 	post(sqp[0], 3, IBV_WR_SEND, 256, IBV_SEND_SIGNALED);  /* small */
 	post(sqp[0], 4, IBV_WR_SEND, 10, IBV_SEND_SIGNALED | SVERBS_PRIO(6));
-	CU_ASSERT_EQUAL(sqp[0]->slots[sqp[0]->level[0].head].wr.wr_id, 3);
+	/* the small one, lifted to level 0, went at once past the window */
+	CU_ASSERT_EQUAL(sqp[0]->level[0].head, SV_NONE);
+	CU_ASSERT_EQUAL(fk_wqe(0, fk->sq[0].posted - 1)->bytes, 256);
 	CU_ASSERT_EQUAL(sqp[0]->slots[sqp[0]->level[5].head].wr.wr_id, 1);
 	CU_ASSERT_EQUAL(sqp[0]->slots[sqp[0]->level[6].head].wr.wr_id, 4);
 	n = drain(0, wc, 32);
@@ -1837,9 +1852,9 @@ static void test_pt_leave(void)
 		CU_ASSERT_EQUAL(post(sqp[0], i, IBV_WR_SEND, 8,
 				     i == 4 ? IBV_SEND_SIGNALED : 0),
 				0);
-	/* a 3-slice WRITE at level 0, unsignaled, then a signaled SEND */
+	/* a 3-slice WRITE at level 1, unsignaled, then a signaled SEND */
 	CU_ASSERT_EQUAL(
-		post(sqp[0], 5, IBV_WR_RDMA_WRITE, 3 * SL, SVERBS_PRIO(0)), 0);
+		post(sqp[0], 5, IBV_WR_RDMA_WRITE, 3 * SL, SVERBS_PRIO(1)), 0);
 	CU_ASSERT_EQUAL(post(sqp[0], 6, IBV_WR_SEND, 8,
 			     SVERBS_PRIO(3) | IBV_SEND_SIGNALED),
 			0);
