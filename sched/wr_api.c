@@ -442,7 +442,8 @@ bool sverbs_qp_install_wr_ops(struct sverbs_qp *sqp, struct ibv_qp_ex *qpx,
 		return false;
 	if (!sv_objmap_insert(qpx, sqp))
 		return false;
-	sqp->raw_qpx = *qpx; /* the provider's ops, for pass-through */
+	/* the provider's ops, for pass-through (only the ops are used) */
+	sqp->raw_qpx = *qpx;
 	sqp->qpx = qpx;
 	qpx->wr_start = sv_wr_start;
 	qpx->wr_complete = sv_wr_complete;
