@@ -120,12 +120,20 @@ struct sverbs_timer_entry {
 	void (*fire)(void *arg);
 	void *arg;
 	_Atomic uint64_t deadline_ns; /* CLOCK_MONOTONIC; 0: not armed */
+	uint64_t tick_ns;	      /* > 0: linger with this tick (timer.c) */
 	struct sverbs_timer_entry *next;
 };
 
 uint64_t sverbs_now_ns(void);
+/*
+ * tick_ns > 0 lets the thread linger (keep waking every tick for a while
+ * after the last deadline: arming then needs no wake-up); 0: it sleeps
+ * until an arm wakes it.
+ */
 int sverbs_timer_add(struct sverbs_timer_entry *e, void (*fire)(void *arg),
-		     void *arg);
+		     void *arg, uint64_t tick_ns);
+/* How many arms had to wake the timer thread (a system call each). */
+uint64_t sverbs_timer_wakeups(void);
 /* After it returns, e's fire is not running and will not run again. */
 void sverbs_timer_del(struct sverbs_timer_entry *e);
 void sverbs_timer_arm(struct sverbs_timer_entry *e, uint64_t deadline_ns);

@@ -19,6 +19,22 @@ static struct sverbs_timer_entry *firing;
 static _Atomic uint64_t planned_wake = NEVER;
 static bool thread_started;
 
+/*
+ * Lingering: for SV_LINGER_TICKS ticks after the last armed deadline the
+ * thread keeps waking every tick (the smallest tick_ns of the entries)
+ * instead of sleeping until signalled.  A hold armed meanwhile has its
+ * deadline at least a tick after the thread's planned wake-up, so arming it
+ * is a store, not a futex wake on the poster's path.
+ */
+#define SV_LINGER_TICKS 32
+static unsigned int linger;
+static _Atomic uint64_t wakeups;
+
+uint64_t sverbs_timer_wakeups(void)
+{
+	return atomic_load(&wakeups);
+}
+
 uint64_t sverbs_now_ns(void)
 {
 	struct timespec ts;
@@ -38,6 +54,18 @@ static uint64_t earliest_deadline(void)
 		if (d && d < min)
 			min = d;
 	}
+	return min;
+}
+
+/* Called with timer_lock held: the smallest tick, or NEVER. */
+static uint64_t min_tick(void)
+{
+	struct sverbs_timer_entry *e;
+	uint64_t min = NEVER;
+
+	for (e = entries; e; e = e->next)
+		if (e->tick_ns && e->tick_ns < min)
+			min = e->tick_ns;
 	return min;
 }
 
@@ -67,15 +95,22 @@ restart:
 static void *timer_main(void *arg)
 {
 	struct timespec ts;
-	uint64_t wake;
+	uint64_t wake, now;
 
 	(void)arg;
 	pthread_mutex_lock(&timer_lock);
 	for (;;) {
-		fire_expired(sverbs_now_ns());
+		now = sverbs_now_ns();
+		fire_expired(now);
 		/* 0 while computing: an arm meanwhile always signals */
 		atomic_store(&planned_wake, 0);
 		wake = earliest_deadline();
+		if (wake != NEVER) {
+			linger = SV_LINGER_TICKS;
+		} else if (linger && min_tick() != NEVER) {
+			linger--;
+			wake = now + min_tick();
+		}
 		atomic_store(&planned_wake, wake);
 		if (wake == NEVER) {
 			pthread_cond_wait(&timer_cond, &timer_lock);
@@ -112,12 +147,13 @@ static int start_thread(void)
 }
 
 int sverbs_timer_add(struct sverbs_timer_entry *e, void (*fire)(void *arg),
-		     void *arg)
+		     void *arg, uint64_t tick_ns)
 {
 	int ret = 0;
 
 	e->fire = fire;
 	e->arg = arg;
+	e->tick_ns = tick_ns;
 	atomic_store(&e->deadline_ns, 0);
 	pthread_mutex_lock(&timer_lock);
 	if (!thread_started)
@@ -156,6 +192,7 @@ void sverbs_timer_arm(struct sverbs_timer_entry *e, uint64_t deadline_ns)
 	atomic_store(&e->deadline_ns, deadline_ns);
 	planned = atomic_load(&planned_wake);
 	if (!planned || deadline_ns < planned) {
+		atomic_fetch_add_explicit(&wakeups, 1, memory_order_relaxed);
 		pthread_mutex_lock(&timer_lock);
 		pthread_cond_signal(&timer_cond);
 		pthread_mutex_unlock(&timer_lock);

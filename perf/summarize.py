@@ -98,6 +98,8 @@ def sverbs_side(row, on_runs):
     budgets = {label_field(r, "budget_us") for r in on_runs} - {None}
     if budgets:
         row["sverbs"]["budget_us"] = int(budgets.pop())
+    if {label_field(r, "linger") for r in on_runs} == {"on"}:
+        row["sverbs"]["linger"] = True
     if {label_field(r, "path") for r in on_runs} == {"queue"}:
         row["sverbs"]["path"] = "queue"
 
@@ -105,7 +107,8 @@ def sverbs_side(row, on_runs):
 def side_desc(sv):
     """The sverbs side's settings, for a table row ("" for the defaults)."""
     if sv.get("budget_us") is not None:
-        return "; sverbs: budget %s µs" % sv["budget_us"]
+        return "; sverbs: budget %s µs%s" % (sv["budget_us"],
+                                             ", linger" if sv.get("linger") else "")
     if sv.get("path") == "queue":
         return "; sverbs: queue path (SVERBS_PASSTHROUGH=off)"
     return ""

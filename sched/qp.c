@@ -1488,7 +1488,8 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	sverbs_batch_init(&sqp->batch, cfg->batch_budget_us);
 	sqp->cfg.batch_prio_mask &= ~(1u << SVERBS_PRIO_HIGHEST);
 	if (sqp->batch.budget_ns &&
-	    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp))
+	    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp,
+			     cfg->batch_linger ? sqp->batch.budget_ns : 0))
 		sqp->batch.budget_ns = 0; /* no timer: never hold */
 	sqp->timer_on = sqp->batch.budget_ns != 0;
 	atomic_init(&sqp->pt, passthrough_ok(sqp));
@@ -1565,7 +1566,8 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 
 	if (ret) {
 		if (sqp->timer_on &&
-		    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp)) {
+		    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp,
+				     sqp->timer.tick_ns)) {
 			sqp->timer_on = false;
 			sqp->batch.budget_ns = 0;
 		}

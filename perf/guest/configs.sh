@@ -11,7 +11,8 @@
 #   its completion; a trailing "b" (t1b, t4b, latb): the sverbs side with a
 #   batching budget of PERF_BUDGET_US (default 50) microseconds; a trailing
 #   "q" (t1q, pl16q, latq): the sverbs side with SVERBS_PASSTHROUGH=off (the
-#   layer's queue instead of pass-through).
+#   layer's queue instead of pass-through); "bl" (t1bl, t4bl): the budget
+#   with SVERBS_BATCH_LINGER=on.
 # shellcheck disable=SC2034  # bin, args and benv are for the caller
 bin=${PERF_BIN:?}/rate_bench
 
@@ -19,8 +20,8 @@ bin=${PERF_BIN:?}/rate_bench
 rate_config() {
 	benv=()
 	case $1 in
-	t1 | t1b | t1q) args=(-T 1) ;;
-	t4 | t4b | t4q) args=(-T 4) ;;
+	t1 | t1b | t1bl | t1q) args=(-T 1) ;;
+	t4 | t4b | t4bl | t4q) args=(-T 4) ;;
 	pl16 | pl16q) args=(-T 1 -l 16) ;;
 	t4pl16) args=(-T 4 -l 16) ;;
 	lat | latb | latq) args=(--lat) ;;
@@ -28,5 +29,6 @@ rate_config() {
 	esac
 	if [[ $1 == *b ]]; then benv=("SVERBS_BATCH_BUDGET_US=${PERF_BUDGET_US:-50}"); fi
 	if [[ $1 == *q ]]; then benv=(SVERBS_PASSTHROUGH=off); fi
+	if [[ $1 == *bl ]]; then benv=("SVERBS_BATCH_BUDGET_US=${PERF_BUDGET_US:-50}" SVERBS_BATCH_LINGER=on); fi
 	return 0
 }

@@ -33,7 +33,10 @@ for ((r = 1; r <= reps; r++)); do
 		fi
 		rate_config "$c" || { echo "rate-matrix: unknown config $c" >&2; exit 2; }
 		case ${benv[0]:-} in
-		SVERBS_BATCH_BUDGET_US=*) label+=" budget_us=${benv[0]#*=}" ;;
+		SVERBS_BATCH_BUDGET_US=*)
+			label+=" budget_us=${benv[0]#*=}"
+			[ "${benv[1]:-}" != SVERBS_BATCH_LINGER=on ] || label+=" linger=on"
+			;;
 		SVERBS_PASSTHROUGH=off) label+=" path=queue" ;;
 		esac
 		for m in $modes; do
