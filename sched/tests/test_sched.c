@@ -1351,6 +1351,20 @@ static void test_adapter_refuses(void)
 	teardown();
 }
 
+/* Poll everything there is: successes only, counted by wr_id (< 4096). */
+static void poll_tally(int *count)
+{
+	struct ibv_wc wc[256];
+	int i, n;
+
+	n = poll_all(wc, 256);
+	check_no_internal(wc, n);
+	for (i = 0; i < n; i++) {
+		CU_ASSERT_EQUAL(wc[i].status, IBV_WC_SUCCESS);
+		count[wc[i].wr_id & 4095]++;
+	}
+}
+
 /*
  * Randomized: every WR completes exactly once, whatever happens.  marked:
  * WRs state random levels (the QPs schedule); else none does, the QPs never
@@ -1391,12 +1405,7 @@ static void random_run(bool marked)
 		} else if (r < 9) {
 			fk_complete(q, rand_r(&seed) % 4);
 		}
-		n = poll_all(wc, 256);
-		check_no_internal(wc, n);
-		for (i = 0; i < n; i++) {
-			CU_ASSERT_EQUAL(wc[i].status, IBV_WC_SUCCESS);
-			count[wc[i].wr_id]++;
-		}
+		poll_tally(count);
 		check_progress(sqp[0]);
 		check_progress(sqp[1]);
 		CU_ASSERT_FALSE(fk->cq_overflow);
@@ -2152,12 +2161,7 @@ static void test_pt_random(void)
 		} else if (r < 9) {
 			fk_complete(q, rand_r(&seed) % 4);
 		}
-		n = poll_all(wc, 256);
-		check_no_internal(wc, n);
-		for (i = 0; i < n; i++) {
-			CU_ASSERT_EQUAL(wc[i].status, IBV_WC_SUCCESS);
-			count[wc[i].wr_id & 4095]++;
-		}
+		poll_tally(count);
 		if (sqp[0]->queued && !sqp[0]->pt_tail)
 			CU_ASSERT(sqp[0]->inflight_sig > 0 || sqp[0]->hr_wait);
 	}
