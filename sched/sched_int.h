@@ -101,8 +101,8 @@ struct sverbs_qp {
 	const struct sverbs_adapter *ad;
 	struct ibv_qp *qp;
 	struct ibv_qp_ex *qpx; /* set when the ibv_wr_* API is installed */
-	struct ibv_qp_ex
-		raw_qpx; /* ... the provider's wr_* ops, for pass-through */
+	/* ... and the provider's wr_* ops, for pass-through batches */
+	struct ibv_qp_ex raw_qpx;
 	struct sverbs_cq *scq;
 	struct sverbs_config cfg;
 	uint32_t qp_num;
