@@ -344,7 +344,13 @@ def demo_table(summ):
 
     def add(what, metric, st, sv, fmtf, higher_better):
         r = ratio(sv, st)
-        rows.append((what, metric, fmtf(st), fmtf(sv), "-" if r is None else "%.2fx" % r))
+        if r is None:
+            shown = "-"
+        elif r < 0.1:  # e.g. a p99 hundreds of times lower: say by how much
+            shown = "1/%.0fx" % (1 / r) if r > 0 else "0x"
+        else:
+            shown = "%.2fx" % r
+        rows.append((what, metric, fmtf(st), fmtf(sv), shown))
 
     for r in summ.get("hol", []):
         bg = r["background"]
