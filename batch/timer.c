@@ -95,7 +95,7 @@ restart:
 static void *timer_main(void *arg)
 {
 	struct timespec ts;
-	uint64_t wake, now;
+	uint64_t wake, now, tick;
 
 	(void)arg;
 	pthread_mutex_lock(&timer_lock);
@@ -107,9 +107,9 @@ static void *timer_main(void *arg)
 		wake = earliest_deadline();
 		if (wake != NEVER) {
 			linger = SV_LINGER_TICKS;
-		} else if (linger && min_tick() != NEVER) {
+		} else if (linger && (tick = min_tick()) != NEVER) {
 			linger--;
-			wake = now + min_tick();
+			wake = now + tick;
 		}
 		atomic_store(&planned_wake, wake);
 		if (wake == NEVER) {
