@@ -42,8 +42,9 @@ def paired(off_runs, on_runs, get):
     rs = [r for r in rs if r is not None]
     if not rs:
         return None
-    return {"median": round(statistics.median(rs), 3), "min": round(min(rs), 3),
-            "max": round(max(rs), 3), "n": len(rs)}
+    sig = lambda x: float("%.4g" % x)  # a p99 1000x lower must not round to 0.001
+    return {"median": sig(statistics.median(rs)), "min": sig(min(rs)),
+            "max": sig(max(rs)), "n": len(rs)}
 
 
 def rnd(x, n=2):
@@ -339,36 +340,47 @@ def markdown(name, meta, summ, errors):
 
 
 def demo_table(summ):
-    """The short side-by-side table perf/demo.sh prints."""
+    """The short side-by-side table perf/demo.sh prints: medians over the
+    repetitions; a ratio is the median of the per-repetition (paired) ratios
+    with their min..max where there are several repetitions, else the ratio
+    of the medians."""
     rows = []
 
-    def add(what, metric, st, sv, fmtf, higher_better):
+    def shown_ratio(r):
+        if r < 0.1:  # e.g. a p99 hundreds of times lower: say by how much
+            return "1/%.0fx" % (1 / r) if r > 0 else "0x"
+        return "%.2fx" % r
+
+    def add(what, metric, st, sv, fmtf, paired_r=None):
         r = ratio(sv, st)
-        if r is None:
+        if paired_r and paired_r["n"] > 1:
+            shown = "%s (%s..%s, n=%d)" % (shown_ratio(paired_r["median"]),
+                                           shown_ratio(paired_r["min"]),
+                                           shown_ratio(paired_r["max"]), paired_r["n"])
+        elif r is None:
             shown = "-"
-        elif r < 0.1:  # e.g. a p99 hundreds of times lower: say by how much
-            shown = "1/%.0fx" % (1 / r) if r > 0 else "0x"
         else:
-            shown = "%.2fx" % r
+            shown = shown_ratio(r)
         rows.append((what, metric, fmtf(st), fmtf(sv), shown))
 
     for r in summ.get("hol", []):
         bg = r["background"]
         what = "HOL unloaded 64B" if bg == "none" else "HOL 64B behind %s x%s" % (bg, r["depth"])
-        add(what, "p50", r["stock"]["p50_us"], r["sverbs"]["p50_us"], fmt_us, False)
-        add("", "p99", r["stock"]["p99_us"], r["sverbs"]["p99_us"], fmt_us, False)
+        add(what, "p50", r["stock"]["p50_us"], r["sverbs"]["p50_us"], fmt_us)
+        add("", "p99", r["stock"]["p99_us"], r["sverbs"]["p99_us"], fmt_us, r.get("p99_ratio_paired"))
         if bg != "none":
-            add("", "large MB/s", r["stock"]["mb_per_s"], r["sverbs"]["mb_per_s"], fmt, True)
+            add("", "large MB/s", r["stock"]["mb_per_s"], r["sverbs"]["mb_per_s"], fmt,
+                r.get("mbps_ratio_paired"))
     for r in summ.get("perftest", []):
-        st, sv = r["stock"], r["sverbs"]
+        st, sv, pr = r["stock"], r["sverbs"], r.get("paired", {})
         if "mpps" in st or "mpps" in sv:
             k = lambda d: None if d.get("mpps") is None else d["mpps"] * 1000
-            add(r["test"], "kpps", k(st), k(sv), fmt, True)
+            add(r["test"], "kpps", k(st), k(sv), fmt, pr.get("mpps"))
         if "lat_typical_us" in st or "lat_typical_us" in sv:
             add(r["test"], "typical", st.get("lat_typical_us"), sv.get("lat_typical_us"),
-                fmt_us, False)
-            add("", "p99", st.get("lat_p99_us"), sv.get("lat_p99_us"), fmt_us, False)
-    head = ("", "", "stock", "sverbs", "sverbs/stock")
+                fmt_us, pr.get("lat_typical_us"))
+            add("", "p99", st.get("lat_p99_us"), sv.get("lat_p99_us"), fmt_us, pr.get("lat_p99_us"))
+    head = ("", "", "stock", "sverbs", "sverbs/stock (min..max)")
     w = [max(len(str(x[i])) for x in rows + [head]) for i in range(5)]
     out = []
     for x in [head] + rows:
