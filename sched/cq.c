@@ -33,7 +33,6 @@
 #include "sched_int.h"
 
 #define SV_POLL_BATCH  32
-#define SV_POLL_ROUNDS 4
 #define SV_RING_SLACK  64
 #define SV_UNSUPPORTED_WC_FLAGS                                       \
 	(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_CVLAN | \
@@ -592,7 +591,7 @@ int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
 {
 	struct sv_touched t = { .n = 0 };
 	bool more = true;
-	int n, rounds;
+	int n;
 
 	if (ne <= 0)
 		return 0;
@@ -607,10 +606,13 @@ int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
 	n = ring_pop(scq, wc, ne);
 	/*
 	 * A round whose raw completions were all internal yields nothing:
-	 * poll on, so that 0 means the CQ is empty (a few rounds at most).
+	 * poll on until the raw CQ is empty, so that 0 means no application
+	 * completion is pending.  An event-driven program (arm, poll until
+	 * 0, wait) would otherwise wait for an event that never comes: the
+	 * completion it misses is already in the CQ.  Bounded: each round
+	 * consumes raw CQEs, and only the end of the poll pumps new WQEs.
 	 */
-	for (rounds = 0; n >= 0 && n < ne && more && rounds < SV_POLL_ROUNDS;
-	     rounds++)
+	while (n >= 0 && n < ne && more)
 		n = poll_round(scq, ne, wc, n, &t, &more);
 	finish_round(scq, &t);
 	pthread_spin_unlock(&scq->lock);

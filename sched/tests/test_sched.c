@@ -2309,6 +2309,43 @@ static void test_budget_timer(void)
 	teardown();
 }
 
+/* ------------------------------------------------------------ issue 16 */
+
+/*
+ * Defect 1: 0 from poll_cq means no application completion is pending.
+ * Six QPs each leave one internal completion (an unsignaled WR's third
+ * WQE signals, rule (b)) ahead of QP 6's signaled SEND in the raw CQ; an
+ * event-driven program polls with ne = 1 after its event: it must get the
+ * SEND, not 0 (it would then arm and wait for an event that never comes).
+ */
+static void test_poll_zero_means_empty(void)
+{
+	struct ibv_wc wc[4];
+	int i, k;
+
+	cfg_default();
+	setup(64);
+	for (i = 0; i < 6; i++) {
+		mkqp(i, 8, false);
+		for (k = 0; k < 3; k++)
+			CU_ASSERT_EQUAL(post(sqp[i], (uint64_t)(10 * i + k),
+					     IBV_WR_SEND, 8, 0),
+					0);
+	}
+	mkqp(6, 8, false);
+	CU_ASSERT_EQUAL(post(sqp[6], 99, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
+	for (i = 0; i < 7; i++)
+		fk_complete(i, -1);
+	CU_ASSERT_EQUAL_FATAL(fk->cq_n, 7); /* 6 internal, then the SEND */
+	/* the event came: arm, then poll until 0 */
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
+	CU_ASSERT_EQUAL_FATAL(sverbs_poll_cq(scq, 1, wc), 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 99);
+	CU_ASSERT_EQUAL(sverbs_poll_cq(scq, 1, wc), 0);
+	CU_ASSERT_EQUAL(fk->cq_n, 0);
+	teardown();
+}
+
 int main(void)
 {
 	static const struct {
@@ -2376,6 +2413,8 @@ int main(void)
 		  test_schedule_once_levels_mix },
 		{ "budget: size policy stays holdable",
 		  test_budget_size_policy_holdable },
+		{ "16.1 poll 0 means no completion pending",
+		  test_poll_zero_means_empty },
 	};
 	CU_pSuite s;
 	unsigned int fails;
