@@ -9,6 +9,7 @@
 #define SVERBS_ADAPTER_H
 
 #include <infiniband/verbs.h>
+#include <stdbool.h>
 
 enum sverbs_log_level {
 	SVERBS_LOG_ERR = 1,
@@ -27,6 +28,16 @@ struct sverbs_adapter {
 	 */
 	int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			 struct ibv_send_wr **bad_wr);
+	/*
+	 * Whether post_send's error err, for the WR bad (NULL when the
+	 * provider took every WR and then failed, as rxe's doorbell does),
+	 * means "send queue full": the WR may go again once completions free
+	 * room.  Any other error refuses the WR for good.  Only the provider
+	 * knows which of its errors mean full (mlx5 also returns ENOMEM for a
+	 * QP not yet in RTS); NULL: no error means full.
+	 */
+	bool (*sq_full)(struct ibv_qp *qp, int err,
+			const struct ibv_send_wr *bad);
 	/* The provider's stock poll_cq, req_notify_cq and resize_cq. */
 	int (*poll_cq)(struct ibv_cq *cq, int ne, struct ibv_wc *wc);
 	int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);

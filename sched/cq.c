@@ -32,8 +32,8 @@
 
 #include "sched_int.h"
 
-#define SV_POLL_BATCH  32
-#define SV_RING_SLACK  64
+#define SV_POLL_BATCH 32
+#define SV_RING_SLACK 64
 #define SV_UNSUPPORTED_WC_FLAGS                                       \
 	(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_CVLAN | \
 	 IBV_WC_EX_WITH_FLOW_TAG | IBV_WC_EX_WITH_TM_INFO |           \

@@ -387,9 +387,19 @@ void sv_qp_leave_passthrough(struct sverbs_qp *sqp)
 	atomic_store(&sqp->pt, false);
 }
 
+/* The idx-th WR of a list. */
+static struct ibv_send_wr *wr_nth(struct ibv_send_wr *wr, uint64_t idx)
+{
+	while (idx-- && wr)
+		wr = wr->next;
+	return wr;
+}
+
 int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		     struct ibv_send_wr **bad_wr)
 {
+	struct ibv_send_wr *first = wr;
+	uint64_t idx;
 	uint32_t s;
 	int err = 0, ret;
 
@@ -404,6 +414,7 @@ int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	pthread_spin_lock(&sqp->lock);
 	if (atomic_load_explicit(&sqp->pt, memory_order_relaxed))
 		sv_qp_leave_passthrough(sqp);
+	sv_call_begin(sqp);
 	for (; wr; wr = wr->next) {
 		err = wr_check(sqp, wr);
 		if (err)
@@ -427,6 +438,16 @@ int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	if (err)
 		*bad_wr = wr;
 	sv_qp_pump(sqp, SV_PUMP_POST);
+	ret = sv_call_end(sqp, &idx);
+	if (idx != UINT64_MAX) {
+		/* the provider refused a WR of the list: it and the rest */
+		err = ret;
+		*bad_wr = wr_nth(first, idx);
+	} else if (ret && !err) {
+		/* the provider took them, then failed (rxe: the doorbell) */
+		err = ret;
+		*bad_wr = NULL;
+	}
 	sv_qp_post_unlock(sqp);
 	return err;
 }
@@ -866,33 +887,31 @@ static int adapter_post(struct sverbs_qp *sqp, uint32_t n,
 {
 	struct ibv_send_wr *next;
 	uint32_t i;
-	int ret = 0;
+	int ret = 0, err;
 
 	if (sqp->cfg.batch)
 		return sqp->ad->post_send(sqp->qp, sqp->chain, bad);
 	for (i = 0; i < n; i++) {
 		next = sqp->chain[i].next;
 		sqp->chain[i].next = NULL;
-		ret = sqp->ad->post_send(sqp->qp, &sqp->chain[i], bad);
+		err = sqp->ad->post_send(sqp->qp, &sqp->chain[i], bad);
 		sqp->chain[i].next = next;
-		if (ret) {
-			/* no bad_wr: this one was taken, the rest were not */
-			if (!*bad && i + 1 < n)
-				*bad = &sqp->chain[i + 1];
+		/* no bad_wr: this one was taken (its doorbell failed) */
+		if (err && !ret)
+			ret = err;
+		if (err && *bad)
 			break;
-		}
 	}
 	return ret;
 }
 
 /*
- * The provider refused the WQE of slot s that the layer handed over.  A
- * full send queue (ENOMEM, EAGAIN, EBUSY) passes: the WR stays queued and
- * goes on a later pump.  Any other error would refuse it again forever and
- * stall the QP behind it, while ibv_post_send already returned success: the
- * WR completes with IBV_WC_LOC_QP_OP_ERR (vendor_err: the error), signaled
- * or not, through a nop in its place (build_refused()); what it had handed
- * over already still completes first.
+ * The provider refused for good (not a full send queue) the WQE of slot s
+ * that the layer handed over, after the post call of its WR had returned
+ * success.  The error would refuse it again forever and stall the QP behind
+ * it: the WR completes with IBV_WC_LOC_QP_OP_ERR (vendor_err: the error),
+ * signaled or not, through a nop in its place (build_refused()); what it
+ * had handed over already still completes first.
  */
 static void refuse(struct sverbs_qp *sqp, uint32_t s, int ret)
 {
@@ -900,7 +919,7 @@ static void refuse(struct sverbs_qp *sqp, uint32_t s, int ret)
 
 	if (ret < 0)
 		ret = -ret;
-	if (s == SV_NONE || ret == ENOMEM || ret == EAGAIN || ret == EBUSY)
+	if (s == SV_NONE)
 		return;
 	w = &sqp->slots[s];
 	if (w->refused || w->status != IBV_WC_SUCCESS)
@@ -922,31 +941,162 @@ static void warn_post_failed(struct sverbs_qp *sqp, int ret)
 	       sqp->qp_num, ret);
 }
 
+static bool sq_full(const struct sverbs_qp *sqp, int err,
+		    const struct ibv_send_wr *bad)
+{
+	return sqp->ad->sq_full && sqp->ad->sq_full(sqp->qp, err, bad);
+}
+
+/*
+ * Begin a post call.  While it lasts, a WR of the call that the provider
+ * refuses when the call's pump hands it over fails the call, as stock
+ * fails ibv_post_send: the provider's error, bad_wr at that WR, and that WR
+ * and the rest of the list not taken (sv_call_end()).
+ */
+void sv_call_begin(struct sverbs_qp *sqp)
+{
+	sqp->call_open = true;
+	sqp->call_sync = true;
+	sqp->call_seq = sqp->post_seq;
+	sqp->call_bad_seq = UINT64_MAX;
+	sqp->call_err = 0;
+}
+
+/*
+ * Whether the WR of chain[k] (of n), which the provider refused, can fail
+ * the post call in progress: it is one of the call's WRs, nothing of it
+ * went, and no later WR of the call went ahead of it (a higher level's).
+ */
+static bool call_refuses(struct sverbs_qp *sqp, uint32_t k, uint32_t n)
+{
+	const struct sv_wqe *q = wqe_at(sqp, sqp->seq_next - n + k);
+	const struct sv_wr *w;
+	uint32_t i, s;
+
+	if (!sqp->call_open || !sqp->call_sync || q->slot == SV_NONE ||
+	    q->start.off)
+		return false;
+	w = &sqp->slots[q->slot];
+	if (w->refused || w->post_seq < sqp->call_seq)
+		return false;
+	for (i = 0; i < k; i++) {
+		s = wqe_at(sqp, sqp->seq_next - n + i)->slot;
+		if (s != SV_NONE && sqp->slots[s].post_seq > w->post_seq)
+			return false;
+	}
+	return true;
+}
+
+/* Cut FIFO f before its first WR posted at seq or later. */
+static uint32_t fifo_cut(struct sverbs_qp *sqp, struct sv_fifo *f, uint64_t seq,
+			 bool fence)
+{
+	uint32_t s = f->head, prev = SV_NONE;
+
+	while (s != SV_NONE && sqp->slots[s].post_seq < seq) {
+		prev = s;
+		s = *fifo_link(sqp, s, fence);
+	}
+	if (prev == SV_NONE)
+		f->head = SV_NONE;
+	else
+		*fifo_link(sqp, prev, fence) = SV_NONE;
+	f->tail = prev;
+	return s;
+}
+
+/*
+ * Take the WRs posted at seq or later back out of the queue: a post call
+ * failed at the first of them.  None of them went to the hardware (see
+ * call_refuses()); being the latest WRs, they are the tail of their FIFOs.
+ */
+static void unpost_from(struct sverbs_qp *sqp, uint64_t seq)
+{
+	uint32_t s, next;
+	int l;
+
+	fifo_cut(sqp, &sqp->fence, seq, true);
+	for (l = 0; l < SVERBS_NUM_PRIO; l++) {
+		for (s = fifo_cut(sqp, &sqp->level[l], seq, false);
+		     s != SV_NONE; s = next) {
+			next = sqp->slots[s].next;
+			sqp->queued--;
+			sqp->queued_firm -= sqp->slots[s].firm;
+			sv_slot_free(sqp, s);
+		}
+	}
+	sqp->app_wrs -= sqp->post_seq - seq;
+	sqp->post_seq = seq;
+}
+
+/*
+ * End a post call: the error it returns (0: none).  *bad_idx is the index
+ * in the call of the first WR the provider refused (then taken back out,
+ * with every later one), or UINT64_MAX when the provider took every WR it
+ * was handed (an error then is the doorbell's, as rxe's for a QP not in
+ * RTS: stock returns it with no bad_wr).
+ */
+int sv_call_end(struct sverbs_qp *sqp, uint64_t *bad_idx)
+{
+	*bad_idx = UINT64_MAX;
+	sqp->call_open = false;
+	if (sqp->call_bad_seq == UINT64_MAX)
+		return sqp->call_err;
+	*bad_idx = sqp->call_bad_seq - sqp->call_seq;
+	unpost_from(sqp, sqp->call_bad_seq);
+	/* what the refused WR's round rolled back (earlier WRs) goes now */
+	sv_qp_pump(sqp, SV_PUMP_POST);
+	return sqp->call_err;
+}
+
 /* One chain, one doorbell.  Returns how many WQEs the provider took. */
 static uint32_t ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
 			      uint32_t unsig_wqes, uint64_t unsig_bytes)
 {
 	struct ibv_send_wr *bad = NULL;
-	uint32_t k;
+	bool full, sync;
+	uint64_t seq;
+	uint32_t k, s;
 	int ret;
 
 	ret = adapter_post(sqp, n, &bad);
 	if (!ret)
 		return n;
 	warn_post_failed(sqp, ret);
+	if (ret < 0)
+		ret = -ret;
 	/* no bad_wr: the provider took the WQEs (rxe: doorbell failed) */
-	if (!bad || bad < sqp->chain || bad >= sqp->chain + n)
+	if (!bad || bad < sqp->chain || bad >= sqp->chain + n) {
+		if (sqp->call_open && !sqp->call_err)
+			sqp->call_err = ret;
 		return n;
+	}
 	k = (uint32_t)(bad - sqp->chain);
-	refuse(sqp, wqe_at(sqp, sqp->seq_next - n + k)->slot, ret);
+	s = wqe_at(sqp, sqp->seq_next - n + k)->slot;
+	full = sq_full(sqp, ret, bad);
+	sync = call_refuses(sqp, k, n);
+	if (!full && !sync)
+		refuse(sqp, s, ret);
 	rollback(sqp, k, n, unsig_wqes, unsig_bytes);
 	/*
-	 * The send queue is full of what pass-through posted (an application
-	 * past its max_send_wr): no completion of ours will pump the QP, so
-	 * every poll of the CQ retries, as when waiting for headroom.
+	 * A full send queue with nothing of the layer's in flight that will
+	 * report (what fills it was posted in pass-through, unsignaled): no
+	 * completion of ours will pump the QP.  A WR of the post call fails
+	 * it with the provider's error, as stock; a WR accepted before waits
+	 * for the next poll of the CQ, which retries as when waiting for
+	 * headroom.
 	 */
-	if (sqp->pt_tail && !sqp->inflight_wqes)
+	if (full && sqp->inflight_sig)
+		sync = false;
+	if (sync) {
+		seq = sqp->slots[s].post_seq;
+		if (seq < sqp->call_bad_seq) {
+			sqp->call_bad_seq = seq;
+			sqp->call_err = ret;
+		}
+	} else if (full && !sqp->inflight_sig) {
 		sv_hr_wait(sqp->scq, sqp);
+	}
 	return k;
 }
 
@@ -983,6 +1133,8 @@ round:
 		batch_rang(sqp, n, now);
 	/* a WR refused for good goes again at once, as its nop */
 	if (sqp->refusals != refusals && rounds++ < SV_REFUSED_ROUNDS) {
+		/* what went in the round before may follow a WR of the call */
+		sqp->call_sync = false;
 		unsig_wqes = sqp->unsig_wqes;
 		unsig_bytes = sqp->unsig_bytes;
 		n = 0;
@@ -1047,8 +1199,12 @@ static int post_direct(struct sverbs_qp *sqp, uint32_t s,
 			sv_hr_give(sqp->scq, 1);
 		return ret < 0 ? -ret : ret;
 	}
-	if (ret)
+	if (ret) {
+		/* taken, then the doorbell failed: the call returns it */
 		warn_post_failed(sqp, ret);
+		if (sqp->call_open && !sqp->call_err)
+			sqp->call_err = ret < 0 ? -ret : ret;
+	}
 
 	w->wr.wr_id = wr->wr_id;
 	w->wr.opcode = wr->opcode;

@@ -172,6 +172,17 @@ struct sverbs_qp {
 	uint64_t app_wrs;      /* WRs the application posted */
 	struct sverbs_qp *live_next; /* the live-QP list (SVERBS_STATS) */
 
+	/*
+	 * The post call in progress (ibv_post_send, wr_complete): what the
+	 * provider refuses of its WRs at once fails the call, as stock (see
+	 * sv_call_begin()).
+	 */
+	bool call_open;
+	bool call_sync;	       /* refusals of its WRs still fail the call */
+	uint64_t call_seq;     /* post_seq of its first WR */
+	uint64_t call_bad_seq; /* its first WR refused; UINT64_MAX: none */
+	int call_err;	       /* the error it returns */
+
 	/* ibv_wr_* API: WRs built since wr_start */
 	struct sv_fifo build;
 	uint32_t build_cur;
@@ -301,5 +312,7 @@ uint32_t sv_slot_alloc(struct sverbs_qp *sqp);
 void sv_slot_free(struct sverbs_qp *sqp, uint32_t s);
 void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s);
 void sv_qp_leave_passthrough(struct sverbs_qp *sqp);
+void sv_call_begin(struct sverbs_qp *sqp);
+int sv_call_end(struct sverbs_qp *sqp, uint64_t *bad_idx);
 
 #endif /* SVERBS_SCHED_INT_H */

@@ -1937,29 +1937,37 @@ static void test_pt_leave_refused(void)
 
 /*
  * An application past its max_send_wr in pass-through, then a marked WR:
- * the provider refuses the layer's WQE, and a poll (nothing of the layer's
- * in flight to pump it) retries it.
+ * the provider's send queue is full and nothing of the layer's is in
+ * flight to pump it later, so the post fails at once with the provider's
+ * error and bad_wr, as stock (issue 16.2); once room is back it goes.
  */
 static void test_pt_leave_sq_full(void)
 {
+	struct ibv_send_wr wr = {}, *bad = NULL;
+	struct ibv_sge sge = { .addr = LADDR, .length = 8, .lkey = 7 };
 	struct ibv_wc wc[32];
 	int i, n;
 
 	pt_setup(8);
 	for (i = 0; i < 8; i++)
 		CU_ASSERT_EQUAL(post(sqp[0], i, IBV_WR_SEND, 8, 0), 0);
-	CU_ASSERT_EQUAL(post(sqp[0], 8, IBV_WR_SEND, 8,
-			     SVERBS_PRIO(2) | IBV_SEND_SIGNALED),
-			0);
+	wr.wr_id = 8;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = SVERBS_PRIO(2) | IBV_SEND_SIGNALED;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], &wr, &bad), ENOMEM);
+	CU_ASSERT_PTR_EQUAL(bad, &wr);
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 8);
-	CU_ASSERT(sqp[0]->queued == 1 && sqp[0]->hr_wait);
-	CU_ASSERT_EQUAL(poll_all(wc, 32), 0);
-	CU_ASSERT_EQUAL(fk->sq[0].posted, 8);
+	CU_ASSERT(sqp[0]->queued == 0 && sqp[0]->nfree == 8);
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->pt));
 	fk_complete(0, 8); /* unsignaled: no completion to see */
 	CU_ASSERT_EQUAL(poll_all(wc, 32), 0);
+	wr.wr_id = 9;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], &wr, &bad), 0);
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 9);
 	n = drain(0, wc, 32);
-	CU_ASSERT(n == 1 && wc[0].wr_id == 8);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 9);
 	teardown();
 }
 
@@ -2346,6 +2354,154 @@ static void test_poll_zero_means_empty(void)
 	teardown();
 }
 
+/* Post a list of n SENDs of 8 bytes (ids id0..); returns the error. */
+static int post_list8(struct sverbs_qp *q, uint64_t id0, int n,
+		      unsigned int flags, struct ibv_send_wr **bad)
+{
+	static struct ibv_sge sge = { .addr = LADDR, .length = 8, .lkey = 7 };
+	static struct ibv_send_wr wr[8];
+	int i;
+
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < n; i++) {
+		wr[i].wr_id = id0 + (uint64_t)i;
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_SEND;
+		wr[i].send_flags = flags;
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+	}
+	*bad = NULL;
+	return sverbs_post_send(q, wr, bad);
+}
+
+/*
+ * Defect 2, rxe: a QP in INIT or RTR.  rxe writes the WQEs, then its
+ * doorbell system call fails (EINVAL) and it returns that error with no
+ * bad_wr.  Through the queue and through the lone-WR path alike,
+ * ibv_post_send returns it too (it returned 0).
+ */
+static void test_post_doorbell_error(void)
+{
+	struct ibv_send_wr *bad;
+	int direct;
+
+	for (direct = 0; direct < 2; direct++) {
+		cfg_default();
+		cfg.slice_always = !direct; /* unscheduled: lone-WR path */
+		setup(64);
+		mkqp(0, 16, false);
+		fk->db_fail_err = EINVAL;
+		CU_ASSERT_EQUAL(
+			post_list8(sqp[0], 1, 1, IBV_SEND_SIGNALED, &bad),
+			EINVAL);
+		CU_ASSERT_PTR_NULL(bad);
+		CU_ASSERT_EQUAL(
+			post_list8(sqp[0], 2, 3, IBV_SEND_SIGNALED, &bad),
+			EINVAL);
+		CU_ASSERT_PTR_NULL(bad);
+		/* as with stock rxe, the WQEs are in the send queue */
+		CU_ASSERT_EQUAL(fk->sq[0].posted, 4);
+		fk->db_fail_err = 0;
+		teardown();
+	}
+}
+
+/*
+ * Defect 2, mlx5: ENOMEM for a QP not yet in RTS is not "send queue full"
+ * (only the adapter's sq_full says what is).  The post fails at once with
+ * the provider's error and bad_wr at the refused WR; the WRs before it in
+ * the list were taken and complete, it and the rest were not (their slots
+ * are free again).  It returned 0 and the WRs never completed.
+ */
+static void test_post_refused_sync(void)
+{
+	struct ibv_send_wr *bad;
+	struct ibv_wc wc[16];
+	int n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 16, false);
+	fk->post_fail_at = 1;
+	fk->post_fail_err = ENOMEM;
+	CU_ASSERT_EQUAL(post_list8(sqp[0], 1, 1, IBV_SEND_SIGNALED, &bad),
+			ENOMEM);
+	CU_ASSERT_PTR_NOT_NULL(bad);
+	CU_ASSERT(bad && bad->wr_id == 1);
+	CU_ASSERT(sqp[0]->queued == 0 && sqp[0]->nfree == 16);
+	/* the second WR of three is refused */
+	fk->post_fail_at = 2;
+	fk->post_fail_err = EINVAL;
+	CU_ASSERT_EQUAL(post_list8(sqp[0], 10, 3, IBV_SEND_SIGNALED, &bad),
+			EINVAL);
+	CU_ASSERT(bad && bad->wr_id == 11);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 1);
+	CU_ASSERT(sqp[0]->queued == 0 && sqp[0]->nfree == 15);
+	n = drain(0, wc, 16);
+	CU_ASSERT_EQUAL_FATAL(n, 1);
+	CU_ASSERT(wc[0].wr_id == 10 && wc[0].status == IBV_WC_SUCCESS);
+	/* the QP goes on */
+	CU_ASSERT_EQUAL(post_list8(sqp[0], 20, 2, IBV_SEND_SIGNALED, &bad), 0);
+	n = drain(0, wc, 16);
+	CU_ASSERT(n == 2 && wc[0].wr_id == 20 && wc[1].wr_id == 21);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	teardown();
+}
+
+/*
+ * Defect 3: a WR accepted while the QP had just left pass-through, whose
+ * hand-over then finds the send queue full of pass-through WQEs that raced
+ * in behind the layer's first one (unsignaled: no completion will come).
+ * The rollback left it queued with nothing to pump it: a program that
+ * polls never saw it complete.  Now every poll retries it.
+ */
+static void test_rollback_no_stall(void)
+{
+	struct ibv_send_wr raw[7], *bad = NULL;
+	struct ibv_sge sge = { .addr = LADDR, .length = 8, .lkey = 7 };
+	struct ibv_wc wc[16];
+	int i, n = 0, tries;
+
+	pt_setup(8);
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_SEND, 8,
+			     SVERBS_PRIO(2) | IBV_SEND_SIGNALED),
+			0);
+	CU_ASSERT(sqp[0]->pt_tail && sqp[0]->inflight_wqes == 1);
+	/* another thread's pass-through post, begun before the change */
+	memset(raw, 0, sizeof(raw));
+	for (i = 0; i < 7; i++) {
+		raw[i].wr_id = 100 + (uint64_t)i;
+		raw[i].sg_list = &sge;
+		raw[i].num_sge = 1;
+		raw[i].opcode = IBV_WR_SEND;
+		raw[i].next = i < 6 ? &raw[i + 1] : NULL;
+	}
+	CU_ASSERT_EQUAL(
+		fk_adapter.post_send(fk_qp(0, IBV_QPT_RC, 8, false), raw, &bad),
+		0);
+	/* accepted: it waits behind the layer's WQE in flight */
+	CU_ASSERT_EQUAL(post(sqp[0], 2, IBV_WR_SEND, 8,
+			     SVERBS_PRIO(2) | IBV_SEND_SIGNALED),
+			0);
+	CU_ASSERT_EQUAL(sqp[0]->queued, 1);
+	fk_complete(0, 1);
+	/* ... which posts one more into the room WR 1 left */
+	raw[6].next = NULL;
+	CU_ASSERT_EQUAL(fk_adapter.post_send(&fk->qp[0], &raw[6], &bad), 0);
+	n = poll_all(wc, 16); /* WR 1; WR 2 finds the queue full */
+	CU_ASSERT(n == 1 && wc[0].wr_id == 1);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 9);
+	fk_complete(0, -1); /* the racing WQEs: unsignaled, no CQE */
+	for (tries = 0, n = 0; tries < 10 && !n; tries++) {
+		n = poll_all(wc, 16);
+		fk_complete(0, -1);
+	}
+	CU_ASSERT_EQUAL_FATAL(n, 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 2);
+	teardown();
+}
+
 int main(void)
 {
 	static const struct {
@@ -2415,6 +2571,11 @@ int main(void)
 		  test_budget_size_policy_holdable },
 		{ "16.1 poll 0 means no completion pending",
 		  test_poll_zero_means_empty },
+		{ "16.2 doorbell error fails the post (rxe INIT/RTR)",
+		  test_post_doorbell_error },
+		{ "16.2 refused WR fails the post, bad_wr at it",
+		  test_post_refused_sync },
+		{ "16.3 no stall after a rollback", test_rollback_no_stall },
 	};
 	CU_pSuite s;
 	unsigned int fails;
