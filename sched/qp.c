@@ -167,7 +167,7 @@ static void level_out(struct sverbs_qp *sqp, uint32_t s)
 
 /* ------------------------------------------------------------ accepting WRs */
 
-static bool opcode_ok(const struct sverbs_qp *sqp, enum ibv_wr_opcode op)
+static bool opcode_ok(enum ibv_wr_opcode op)
 {
 	switch (op) {
 	case IBV_WR_RDMA_WRITE:
@@ -181,7 +181,7 @@ static bool opcode_ok(const struct sverbs_qp *sqp, enum ibv_wr_opcode op)
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return sqp->qp_type == IBV_QPT_RC;
+		return true; /* managed QPs are RC */
 	default:
 		return false;
 	}
@@ -202,7 +202,7 @@ static int wr_check(const struct sverbs_qp *sqp, const struct ibv_send_wr *wr)
 {
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > sqp->max_sge_app)
 		return EINVAL;
-	if (!opcode_ok(sqp, wr->opcode))
+	if (!opcode_ok(wr->opcode))
 		return EINVAL;
 	if ((wr->send_flags & IBV_SEND_INLINE) &&
 	    sge_total(wr->sg_list, wr->num_sge) > sqp->max_inline)
@@ -1611,7 +1611,13 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	if (!ad || !qp || !send_cq || !attr || !cfg ||
 	    !sverbs_config_enabled(cfg) || !attr->cap.max_send_wr)
 		return NULL;
-	if (qp->qp_type != IBV_QPT_RC && qp->qp_type != IBV_QPT_UC)
+	/*
+	 * RC only.  The completion rules (in order, acknowledged: a CQE
+	 * retires every earlier WQE) are RC's; UC loses a message silently,
+	 * so a sliced UC WRITE_WITH_IMM could deliver its immediate without
+	 * an earlier slice.  UC, like UD, stays stock (docs/semantics.md).
+	 */
+	if (qp->qp_type != IBV_QPT_RC)
 		return NULL;
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
 	    (attr->send_ops_flags & SV_UNSUPPORTED_SEND_OPS))
