@@ -210,7 +210,7 @@ static void grave_add(struct sverbs_cq *scq, const struct sverbs_qp *sqp)
 	uint32_t i;
 
 	/* a QP that never left pass-through leaves no internal WQE behind */
-	if (sqp->seq_next == SV_SEQ_BASE)
+	if (sqp->seq_next == sqp->seq_base)
 		return;
 	if (scq->ngraves == SV_GRAVES) {
 		memmove(&scq->graves[0], &scq->graves[1],
@@ -219,19 +219,49 @@ static void grave_add(struct sverbs_cq *scq, const struct sverbs_qp *sqp)
 	}
 	i = scq->ngraves++;
 	scq->graves[i].qp_num = sqp->qp_num;
+	scq->graves[i].sealed = false;
 	scq->graves[i].seq_end = sqp->seq_next;
 	atomic_store(&scq->backlog, true);
 }
 
-static void grave_del(struct sverbs_cq *scq, uint32_t qpn)
+/* Forget QP number qpn's record; returns where its wr_ids ended. */
+static uint64_t grave_del(struct sverbs_cq *scq, uint32_t qpn)
 {
+	uint64_t end;
 	uint32_t i;
 
 	for (i = 0; i < scq->ngraves; i++) {
 		if (scq->graves[i].qp_num != qpn)
 			continue;
+		end = scq->graves[i].seq_end;
 		scq->graves[i] = scq->graves[--scq->ngraves];
-		return;
+		return end;
+	}
+	return SV_SEQ_BASE;
+}
+
+static void grave_seal(struct sverbs_cq *scq, uint32_t qpn)
+{
+	uint32_t i;
+
+	for (i = 0; i < scq->ngraves; i++)
+		if (scq->graves[i].qp_num == qpn)
+			scq->graves[i].sealed = true;
+}
+
+/*
+ * The raw CQ was polled empty (CQ lock held): every CQE of a QP the
+ * provider had destroyed by then has been read; its record can go.
+ */
+static void grave_expire(struct sverbs_cq *scq)
+{
+	uint32_t i = 0;
+
+	while (i < scq->ngraves) {
+		if (scq->graves[i].sealed)
+			scq->graves[i] = scq->graves[--scq->ngraves];
+		else
+			i++;
 	}
 }
 
@@ -276,7 +306,9 @@ bool sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 				      sqp->cap + SV_RING_SLACK))
 		goto out;
 	tab_put(scq->tab, scq->tab_mask, sqp);
-	grave_del(scq, sqp->qp_num);
+	/* a predecessor's stale CQEs are below its wr_ids (translate()) */
+	sqp->seq_base = grave_del(scq, sqp->qp_num);
+	sqp->seq_head = sqp->seq_next = sqp->seq_base;
 	scq->nqp++;
 	scq->wr_capacity += sqp->cap;
 	hr_set_limit(scq);
@@ -286,12 +318,30 @@ out:
 	return ok;
 }
 
-void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
+/*
+ * A destroy begins (CQ and QP locks held): the QP leaves the table before
+ * the provider destroys it, so that its number, free again once the
+ * provider is done, cannot meet it there; its late CQEs are absorbed.
+ */
+void sv_cq_unlink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
 	tab_del(scq, sqp);
+	grave_add(scq, sqp);
+}
+
+/* The provider failed to destroy it: back in the table. */
+void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
+{
+	grave_del(scq, sqp->qp_num);
+	tab_put(scq->tab, scq->tab_mask, sqp);
+}
+
+/* The provider destroyed it (unlinked already; CQ and QP locks held). */
+void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
+{
 	if (!atomic_load(&sqp->pt))
 		atomic_fetch_sub(&scq->layered, 1);
-	grave_add(scq, sqp);
+	grave_seal(scq, sqp->qp_num);
 	scq->nqp--;
 	scq->wr_capacity -= sqp->cap;
 	if (sqp->hr_wait) {
@@ -443,7 +493,9 @@ static void translate(struct sverbs_cq *scq, const struct ibv_wc *raw,
 	pthread_spin_lock(&sqp->lock);
 	if (!is_send(sqp, raw)) {
 		pthread_spin_unlock(&sqp->lock);
-		sv_emit(e, raw);
+		/* a stale CQE of a destroyed QP that had this number */
+		if (raw->wr_id < SV_SEQ_BASE || raw->wr_id >= sqp->seq_base)
+			sv_emit(e, raw);
 		return;
 	}
 	sv_qp_complete(sqp, raw, e);
@@ -518,6 +570,8 @@ void sv_cq_drain(struct sverbs_cq *scq)
 		for (i = 0; i < got; i++)
 			translate(scq, &raw[i], &e, &t);
 	} while (got == SV_POLL_BATCH);
+	if (got >= 0 && got < SV_POLL_BATCH && scq->ngraves)
+		grave_expire(scq);
 	finish_round(scq, &t);
 }
 
@@ -559,6 +613,9 @@ static int poll_round(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n,
 		return n ? n : got;
 	full = got == ne - n;
 	n = translate_polled(scq, ne, wc, n, got, t);
+	/* the stale CQEs of destroyed QPs were all read: forget them */
+	if (!full && scq->ngraves)
+		grave_expire(scq);
 	/* what spilled to the ready ring is served first: no more rounds */
 	*more = full && !scq->rcount;
 	return n;

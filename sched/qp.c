@@ -1227,7 +1227,7 @@ static int post_direct(struct sverbs_qp *sqp, uint32_t s,
 
 bool sv_qp_owns(const struct sverbs_qp *sqp, uint64_t wr_id)
 {
-	return wr_id >= SV_SEQ_BASE && wr_id < sqp->seq_next;
+	return wr_id >= sqp->seq_base && wr_id < sqp->seq_next;
 }
 
 static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
@@ -1639,7 +1639,8 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	sqp->max_sge_app = attr->cap.max_send_sge;
 	sqp->max_sge = sqp->max_sge_app ? sqp->max_sge_app : 1;
 	sqp->max_inline = attr->cap.max_inline_data;
-	sqp->seq_head = sqp->seq_next = SV_SEQ_BASE;
+	/* (sv_cq_register() sets seq_base: after a predecessor's wr_ids) */
+	sqp->seq_base = sqp->seq_head = sqp->seq_next = SV_SEQ_BASE;
 	for (l = 0; l < SVERBS_NUM_PRIO; l++)
 		sqp->level[l].head = sqp->level[l].tail = SV_NONE;
 	sqp->fence.head = sqp->fence.tail = SV_NONE;
@@ -1711,14 +1712,19 @@ void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 
 void sverbs_qp_destroy_pre(struct sverbs_qp *sqp)
 {
+	struct sverbs_cq *scq = sqp->scq;
+
 	/* no timer may pump a QP the provider is about to destroy */
 	if (sqp->timer_on)
 		sverbs_timer_del(&sqp->timer);
-	if (atomic_load(&sqp->pt))
-		return; /* stock: the provider cleans its completions */
-	pthread_spin_lock(&sqp->scq->lock);
-	sv_cq_drain(sqp->scq);
-	pthread_spin_unlock(&sqp->scq->lock);
+	pthread_spin_lock(&scq->lock);
+	/* in pass-through, stock: the provider cleans its completions */
+	if (!atomic_load(&sqp->pt))
+		sv_cq_drain(scq);
+	pthread_spin_lock(&sqp->lock);
+	sv_cq_unlink(scq, sqp);
+	pthread_spin_unlock(&sqp->lock);
+	pthread_spin_unlock(&scq->lock);
 }
 
 void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
@@ -1727,6 +1733,9 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 	struct sv_emit e = { .scq = scq };
 
 	if (ret) {
+		pthread_spin_lock(&scq->lock);
+		sv_cq_relink(scq, sqp);
+		pthread_spin_unlock(&scq->lock);
 		if (sqp->timer_on &&
 		    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp,
 				     sqp->timer.tick_ns)) {

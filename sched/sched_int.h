@@ -40,8 +40,10 @@
 /*
  * Internal wr_ids: WQE sequence numbers start here, so that an internal
  * wr_id is recognisable (an error CQE does not say whether it is a send or
- * a receive completion; a wr_id in [SV_SEQ_BASE, next seq) of a managed QP
- * is a send).
+ * a receive completion; a wr_id in [seq_base, next seq) of a managed QP
+ * is a send).  A QP that reuses the number of a destroyed one starts where
+ * that one ended, so that the stale CQEs of its predecessor, below its
+ * seq_base, are told apart.
  */
 #define SV_SEQ_BASE 0x5356000000000000ull
 
@@ -128,6 +130,7 @@ struct sverbs_qp {
 	/* hardware send queue, by WQE sequence number */
 	struct sv_wqe *ring;
 	uint32_t ring_mask;
+	uint64_t seq_base; /* first internal wr_id: after a predecessor's */
 	uint64_t seq_head; /* oldest WQE not retired */
 	uint64_t seq_next; /* next WQE's sequence number = internal wr_id */
 	uint32_t inflight_wqes;
@@ -206,9 +209,15 @@ struct sv_ex_ops {
 	uint8_t (*read_dlid_path_bits)(struct ibv_cq_ex *cq);
 };
 
-/* A QP destroyed recently: its stale CQEs are absorbed, never delivered. */
+/*
+ * A QP destroyed recently: its stale CQEs are absorbed, never delivered.
+ * Made when its destroy begins, sealed once the provider destroyed it (no
+ * CQE of it can come after that); a sealed record expires when the raw CQ
+ * is next polled empty, or passes to a new QP with the same number.
+ */
 struct sv_grave {
 	uint32_t qp_num;
+	bool sealed;
 	uint64_t seq_end;
 };
 
@@ -282,6 +291,8 @@ void sv_objmap_remove(const void *key);
 
 /* cq.c; register/unregister/drain with the CQ lock held except register */
 bool sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp);
+void sv_cq_unlink(struct sverbs_cq *scq, struct sverbs_qp *sqp);
+void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp);
 void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp);
 void sv_cq_drain(struct sverbs_cq *scq);
 void sv_emit(struct sv_emit *e, const struct ibv_wc *wc);

@@ -2534,6 +2534,68 @@ static void test_uc_stock(void)
 	teardown();
 }
 
+/*
+ * Defect 7: a destroyed QP's record (kept to absorb its stale internal
+ * completions) expires once the raw CQ has been polled empty after the
+ * destroy, and the CQ goes back to its fast path.  It never expired.
+ */
+static void test_grave_expires(void)
+{
+	struct ibv_wc wc[8];
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 8, false);
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
+	sverbs_qp_destroy_pre(sqp[0]);
+	fk_complete(0, -1); /* a late CQE, between drain and destroy */
+	sverbs_qp_destroy_post(sqp[0], 0);
+	sqp[0] = NULL;
+	CU_ASSERT_EQUAL(poll_all(wc, 8), 1); /* WR 1 flushed by the destroy */
+	CU_ASSERT(wc[0].wr_id == 1 && wc[0].status == IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT_EQUAL(fk->cq_n, 0);
+	CU_ASSERT_EQUAL(scq->ngraves, 0);
+	CU_ASSERT_FALSE(atomic_load(&scq->backlog));
+	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 0);
+	teardown();
+}
+
+/*
+ * Defect 7: a QP number reused while stale CQEs of the destroyed QP are
+ * still in the CQ.  They carried internal wr_ids the new QP also uses and
+ * retired its WQEs: its WRs were reported done before they were.
+ */
+static void test_qpn_reuse_stale(void)
+{
+	struct ibv_wc wc[8];
+	int n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 8, false);
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
+	CU_ASSERT_EQUAL(post(sqp[0], 2, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
+	sverbs_qp_destroy_pre(sqp[0]);
+	fk_complete(0, -1); /* late CQEs, between drain and destroy */
+	sverbs_qp_destroy_post(sqp[0], 0);
+	sqp[0] = NULL;
+	/* the same QP number again, before anyone polled */
+	mkqp(0, 8, false);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(sqp[0]);
+	CU_ASSERT_EQUAL(post(sqp[0], 3, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
+	CU_ASSERT_EQUAL(post(sqp[0], 4, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
+	n = poll_all(wc, 8);
+	check_no_internal(wc, n);
+	/* only the old QP's flushes: 3 and 4 have not completed */
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT(wc[0].wr_id == 1 && wc[1].wr_id == 2);
+	CU_ASSERT_EQUAL(sqp[0]->inflight_wqes, 2);
+	n = drain(0, wc, 8);
+	CU_ASSERT(n == 2 && wc[0].wr_id == 3 && wc[1].wr_id == 4 &&
+		  wc[0].status == IBV_WC_SUCCESS);
+	teardown();
+}
+
 int main(void)
 {
 	static const struct {
@@ -2609,6 +2671,9 @@ int main(void)
 		  test_post_refused_sync },
 		{ "16.3 no stall after a rollback", test_rollback_no_stall },
 		{ "16.4 UC QPs stay stock, never sliced", test_uc_stock },
+		{ "16.7 a destroyed QP's record expires", test_grave_expires },
+		{ "16.7 QP number reuse with stale CQEs",
+		  test_qpn_reuse_stale },
 	};
 	CU_pSuite s;
 	unsigned int fails;
