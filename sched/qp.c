@@ -264,12 +264,26 @@ static uint8_t wr_base_prio(const struct sverbs_qp *sqp, unsigned int flags)
 	return (uint8_t)sqp->cfg.default_prio;
 }
 
-/* The level it is scheduled at: the size policy lifts small unmarked WRs. */
-static uint8_t wr_prio(const struct sverbs_qp *sqp, unsigned int flags,
-		       uint64_t len)
+/*
+ * Whether the peer sees the WR arrive (a receive completion): it announces
+ * the data written before it, so it must not overtake that data.
+ */
+static bool peer_visible(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
+	       op == IBV_WR_SEND_WITH_INV || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/*
+ * The level it is scheduled at: the size policy lifts small unmarked WRs,
+ * except those the peer sees (a SEND lifted past earlier WRITEs would let
+ * the peer see the message before the data it announces).
+ */
+static uint8_t wr_prio(const struct sverbs_qp *sqp, enum ibv_wr_opcode op,
+		       unsigned int flags, uint64_t len)
 {
 	if (sverbs_prio_of(flags) < 0 && sqp->cfg.small_msg_bytes &&
-	    len <= sqp->cfg.small_msg_bytes)
+	    len <= sqp->cfg.small_msg_bytes && !peer_visible(op))
 		return SVERBS_PRIO_HIGHEST;
 	return wr_base_prio(sqp, flags);
 }
@@ -349,7 +363,7 @@ void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s)
 
 	if (!(flags & IBV_SEND_INLINE))
 		w->len = sge_total(w->sge, w->wr.num_sge);
-	wr_stamp(sqp, w, flags, wr_prio(sqp, flags, w->len));
+	wr_stamp(sqp, w, flags, wr_prio(sqp, w->wr.opcode, flags, w->len));
 	if (!sqp->scheduled)
 		note_level(sqp, w->prio, sverbs_prio_of(flags) >= 0);
 	w->wr.send_flags = flags & ~SVERBS_PRIO_MASK;
@@ -1177,7 +1191,7 @@ static int post_direct(struct sverbs_qp *sqp, uint32_t s,
 	    (flags & IBV_SEND_FENCE) || sverbs_prio_of(flags) >= 0)
 		return -1;
 	len = sge_total(wr->sg_list, wr->num_sge);
-	prio = wr_prio(sqp, flags, len);
+	prio = wr_prio(sqp, wr->opcode, flags, len);
 	seen = sqp->levels_seen | (uint8_t)(1u << prio);
 	if (seen & (seen - 1))
 		return -1; /* a second level: scheduling begins (queue) */

@@ -432,7 +432,7 @@ static void test_prio_policy(void)
 	mkqp(0, 64, false);
 	post(sqp[0], 1, IBV_WR_RDMA_WRITE, 8 * SL, IBV_SEND_SIGNALED);
 	post(sqp[0], 2, IBV_WR_SEND, 1000, IBV_SEND_SIGNALED); /* default */
-	post(sqp[0], 3, IBV_WR_SEND, 256, IBV_SEND_SIGNALED);  /* small */
+	post(sqp[0], 3, IBV_WR_RDMA_WRITE, 256, IBV_SEND_SIGNALED); /* small */
 	post(sqp[0], 4, IBV_WR_SEND, 10, IBV_SEND_SIGNALED | SVERBS_PRIO(6));
 	/* the small one, lifted to level 0, went at once past the window */
 	CU_ASSERT_EQUAL(sqp[0]->level[0].head, SV_NONE);
@@ -2596,6 +2596,36 @@ static void test_qpn_reuse_stale(void)
 	teardown();
 }
 
+/*
+ * Defect 8: the size policy lifts small unmarked WRs to level 0, but a WR
+ * the peer sees (SEND, SEND_WITH_IMM, WRITE_WITH_IMM) must not overtake
+ * earlier data of its QP: the peer would see the message before the data it
+ * announces.  Only a small RDMA WRITE / READ / atomic is lifted.
+ */
+static void test_size_policy_no_overtake(void)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	cfg_default();
+	cfg.small_msg_bytes = 256;
+	setup(64);
+	mkqp(0, 64, false);
+	post(sqp[0], 1, IBV_WR_RDMA_WRITE, 8 * SL, IBV_SEND_SIGNALED);
+	post(sqp[0], 2, IBV_WR_SEND, 64, IBV_SEND_SIGNALED);
+	post(sqp[0], 3, IBV_WR_RDMA_WRITE_WITH_IMM, 64, IBV_SEND_SIGNALED);
+	post(sqp[0], 4, IBV_WR_SEND_WITH_IMM, 64, IBV_SEND_SIGNALED);
+	post(sqp[0], 5, IBV_WR_RDMA_WRITE, 64, IBV_SEND_SIGNALED);
+	n = drain(0, wc, 16);
+	CU_ASSERT_EQUAL_FATAL(n, 5);
+	/* the small plain WRITE overtakes; the peer-visible ones do not */
+	CU_ASSERT(find_wc(wc, n, 5) < find_wc(wc, n, 1));
+	CU_ASSERT(find_wc(wc, n, 1) < find_wc(wc, n, 2));
+	CU_ASSERT(find_wc(wc, n, 2) < find_wc(wc, n, 3));
+	CU_ASSERT(find_wc(wc, n, 3) < find_wc(wc, n, 4));
+	teardown();
+}
+
 int main(void)
 {
 	static const struct {
@@ -2674,6 +2704,8 @@ int main(void)
 		{ "16.7 a destroyed QP's record expires", test_grave_expires },
 		{ "16.7 QP number reuse with stale CQEs",
 		  test_qpn_reuse_stale },
+		{ "16.8 size policy: peer-visible WRs never overtake",
+		  test_size_policy_no_overtake },
 	};
 	CU_pSuite s;
 	unsigned int fails;
