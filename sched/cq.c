@@ -382,6 +382,28 @@ struct sverbs_cq *sverbs_cq_create(const struct sverbs_adapter *ad,
 	return scq;
 }
 
+/*
+ * The application's ibv_resize_cq(): the provider's CQ gets the entries
+ * asked for plus the layer's headroom (as at creation, and as grown since
+ * for more QPs), and the ready ring grows with it.  Without this, the
+ * provider's resize to exactly cqe dropped the headroom: the layer's own
+ * completions could overrun the CQ and lose one of the application's.
+ */
+int sverbs_cq_resize(struct sverbs_cq *scq, int cqe)
+{
+	int ret;
+
+	if (cqe <= 0)
+		return EINVAL;
+	pthread_spin_lock(&scq->lock);
+	ret = ring_reserve(scq, (uint32_t)cqe + scq->hr_total +
+					scq->wr_capacity + SV_RING_SLACK);
+	if (!ret)
+		ret = scq->ad->resize_cq(scq->cq, cqe + (int)scq->hr_total);
+	pthread_spin_unlock(&scq->lock);
+	return ret;
+}
+
 void sverbs_cq_destroy(struct sverbs_cq *scq)
 {
 	if (!scq)

@@ -2626,6 +2626,33 @@ static void test_size_policy_no_overtake(void)
 	teardown();
 }
 
+/*
+ * Defect 5: the application's ibv_resize_cq().  The glue now routes it to
+ * sverbs_cq_resize(): the provider's CQ gets the size asked for plus the
+ * layer's headroom (the provider's resize to exactly that size dropped it:
+ * the layer's internal completions could overrun the CQ), and the ready
+ * ring grows with it.
+ */
+static void test_cq_resize_keeps_headroom(void)
+{
+	uint32_t hr;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 16, false);
+	mkqp(1, 16, false); /* the layer grew the CQ once */
+	hr = scq->hr_total;
+	CU_ASSERT_EQUAL(hr, 2 * cfg.cq_headroom);
+	CU_ASSERT_EQUAL(sverbs_cq_resize(scq, 1000), 0);
+	CU_ASSERT_EQUAL(fk_cq()->cqe, 1000 + (int)hr);
+	CU_ASSERT_EQUAL(scq->hr_total, hr);
+	CU_ASSERT(scq->rcap >= 1000 + hr + scq->wr_capacity);
+	fk->resize_fails = true;
+	CU_ASSERT_NOT_EQUAL(sverbs_cq_resize(scq, 2000), 0);
+	CU_ASSERT_EQUAL(fk_cq()->cqe, 1000 + (int)hr);
+	teardown();
+}
+
 int main(void)
 {
 	static const struct {
@@ -2706,6 +2733,8 @@ int main(void)
 		  test_qpn_reuse_stale },
 		{ "16.8 size policy: peer-visible WRs never overtake",
 		  test_size_policy_no_overtake },
+		{ "16.5 ibv_resize_cq keeps the headroom",
+		  test_cq_resize_keeps_headroom },
 	};
 	CU_pSuite s;
 	unsigned int fails;
