@@ -28,16 +28,6 @@ struct sverbs_adapter {
 	 */
 	int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			 struct ibv_send_wr **bad_wr);
-	/*
-	 * Whether post_send's error err, for the WR bad (NULL when the
-	 * provider took every WR and then failed, as rxe's doorbell does),
-	 * means "send queue full": the WR may go again once completions free
-	 * room.  Any other error refuses the WR for good.  Only the provider
-	 * knows which of its errors mean full (mlx5 also returns ENOMEM for a
-	 * QP not yet in RTS); NULL: no error means full.
-	 */
-	bool (*sq_full)(struct ibv_qp *qp, int err,
-			const struct ibv_send_wr *bad);
 	/* The provider's stock poll_cq, req_notify_cq and resize_cq. */
 	int (*poll_cq)(struct ibv_cq *cq, int ne, struct ibv_wc *wc);
 	int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);
@@ -45,6 +35,17 @@ struct sverbs_adapter {
 	/* Log through rdma-core's verbs logging (VERBS_LOG_LEVEL). */
 	void (*log)(struct ibv_context *ctx, enum sverbs_log_level level,
 		    const char *msg);
+	/*
+	 * Whether post_send's error err, for the WR bad (NULL when the
+	 * provider took every WR and then failed, as rxe's doorbell does),
+	 * means "send queue full": the WR may go again once completions free
+	 * room.  Any other error refuses the WR for good.  Only the provider
+	 * knows which of its errors mean full (mlx5 also returns ENOMEM for a
+	 * QP not yet in RTS); NULL: no error means full.  (Last, so that
+	 * positional initializers of the members above stay valid.)
+	 */
+	bool (*sq_full)(struct ibv_qp *qp, int err,
+			const struct ibv_send_wr *bad);
 };
 
 #endif /* SVERBS_ADAPTER_H */

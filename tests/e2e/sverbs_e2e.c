@@ -2265,13 +2265,65 @@ static int cmd_refused(void)
 	return 0;
 }
 
+/*
+ * Issue 16.2 and 16.5 on rxe.  A WR posted to a QP in INIT (or RTR): rxe
+ * writes it, then its doorbell system call fails (EINVAL), and stock's
+ * ibv_post_send returns EINVAL with bad_wr NULL; the layer's queue path
+ * returned 0.  Both a WR that states a priority (queued even in the
+ * default mode) and one that does not.  Then ibv_resize_cq: with the layer
+ * the CQ keeps its headroom (cq_headroom, 64 by default, beyond the size
+ * asked), stock resizes to what was asked.
+ */
+static int cmd_post_state(void)
+{
+	struct ibv_send_wr w[2], *bad;
+	struct ibv_sge g[2];
+	struct ibv_qp *qp;
+	const char *hr_env = getenv("SVERBS_CQ_HEADROOM");
+	int hr = hr_env ? atoi(hr_env) : 64, ret, i;
+	struct rig r;
+
+	phase = "post-state";
+	rig_open(&r, 64 * 1024, false);
+	for (i = 0; i < 2; i++) {
+		qp = make_qp(&sdev, r.scq, r.s_rcq, SQ_DEPTH, 4);
+		detect_layer(qp);
+		qp_init(qp);
+		refused_wr(&w[i], &g[i], &r, make_wrid(0, (uint32_t)i),
+			   IBV_WR_RDMA_WRITE, 4096 * (size_t)i, 64,
+			   i ? 0 : SVERBS_PRIO(2));
+		bad = &w[1];
+		ret = ibv_post_send(qp, &w[i], &bad);
+		check(ret == EINVAL && !bad,
+		      "post-state: WR %s to a QP in INIT: EINVAL, bad_wr NULL "
+		      "(got %d, bad_wr %s)",
+		      i ? "stating no priority" : "stating a priority", ret,
+		      bad ? "set" : "NULL");
+		ibv_destroy_qp(qp);
+	}
+	ret = ibv_resize_cq(r.scq, 8 * SQ_DEPTH);
+	check(!ret, "post-state: ibv_resize_cq(%d): %d", 8 * SQ_DEPTH, ret);
+	if (layer_on)
+		check(r.scq->cqe >= 8 * SQ_DEPTH + hr,
+		      "post-state: layer: the resized CQ keeps the headroom "
+		      "(%d entries, asked %d + %d)",
+		      r.scq->cqe, 8 * SQ_DEPTH, hr);
+	else
+		check(r.scq->cqe >= 8 * SQ_DEPTH,
+		      "post-state: stock: the CQ has %d entries, asked %d",
+		      r.scq->cqe, 8 * SQ_DEPTH);
+	rig_close(&r);
+	return 0;
+}
+
 /* ============================================================ main */
 
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: sverbs_e2e integrity|error-rkey|error-modify|events|"
-		"stats|refused|pt-leave [--seed N] [--qps N] [--wrs N] "
+		"stats|refused|pt-leave|post-state [--seed N] [--qps N] [--wrs "
+		"N] "
 		"[--iters N]\n"
 		"       [--send-dev NAME] [--target-dev NAME] [--gid N]\n");
 	exit(2);
@@ -2337,6 +2389,8 @@ int main(int argc, char **argv)
 		cmd_refused();
 	else if (!strcmp(cmd, "pt-leave"))
 		cmd_pt_leave();
+	else if (!strcmp(cmd, "post-state"))
+		cmd_post_state();
 	else
 		usage();
 	alarm(0);
