@@ -3,6 +3,9 @@
  * Provider-neutral halves of the glue: configuration loading and the
  * creation hooks.  Compiled into every provider that carries sverbs.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* secure_getenv */
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

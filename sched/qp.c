@@ -1076,12 +1076,14 @@ static uint32_t ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
 	ret = adapter_post(sqp, n, &bad);
 	if (!ret)
 		return n;
-	warn_post_failed(sqp, ret);
 	if (ret < 0)
 		ret = -ret;
 	/* no bad_wr: the provider took the WQEs (rxe: doorbell failed) */
 	if (!bad || bad < sqp->chain || bad >= sqp->chain + n) {
-		if (sqp->call_open && !sqp->call_err)
+		/* the post call returns it; else only the log tells */
+		if (!sqp->call_open)
+			warn_post_failed(sqp, ret);
+		else if (!sqp->call_err)
 			sqp->call_err = ret;
 		return n;
 	}
@@ -1102,6 +1104,8 @@ static uint32_t ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
 	 */
 	if (full && sqp->inflight_sig)
 		sync = false;
+	if (!sync)
+		warn_post_failed(sqp, ret);
 	if (sync) {
 		seq = sqp->slots[s].post_seq;
 		if (seq < sqp->call_bad_seq) {
@@ -1213,12 +1217,9 @@ static int post_direct(struct sverbs_qp *sqp, uint32_t s,
 			sv_hr_give(sqp->scq, 1);
 		return ret < 0 ? -ret : ret;
 	}
-	if (ret) {
-		/* taken, then the doorbell failed: the call returns it */
-		warn_post_failed(sqp, ret);
-		if (sqp->call_open && !sqp->call_err)
-			sqp->call_err = ret < 0 ? -ret : ret;
-	}
+	/* taken, then the doorbell failed: the call returns it */
+	if (ret && !sqp->call_err)
+		sqp->call_err = ret < 0 ? -ret : ret;
 
 	w->wr.wr_id = wr->wr_id;
 	w->wr.opcode = wr->opcode;

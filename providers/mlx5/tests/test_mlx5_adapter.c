@@ -591,31 +591,38 @@ static void test_priority_order(void)
 }
 
 /*
- * Issue 16.2: mlx5 returns ENOMEM for a WR posted before the QP is in RTS
- * (qp_state_max_gs is -1), which is not "send queue full": the layer's
- * post fails at once with ENOMEM and bad_wr at the WR, as stock, instead of
- * keeping it queued forever.  In RTS the same WR goes.
+ * Issue 16.2: mlx5 returns ENOMEM for a WR posted while the QP is not in RTS
+ * (qp_state_max_gs is -1), which is not "send queue full".  With a signaled
+ * WQE of the layer in flight, a "full" WR would stay queued for the next
+ * completion (and, refused again and again, never complete): the adapter's
+ * sq_full says it is not full, so the post fails at once with ENOMEM and
+ * bad_wr at the WR, as stock.  In RTS the same WR goes.
  */
 static void test_not_rts_refused(void)
 {
-	struct ibv_send_wr wr[2], *bad = NULL;
-	struct ibv_sge sge[2];
+	struct ibv_send_wr wr[3], *bad = NULL;
+	struct ibv_sge sge[3];
 
 	setup(false, false);
 	reset_rec();
-	f.qp->sq.qp_state_max_gs = -1; /* INIT / RTR */
 	mkwr(&wr[0], &sge[0], 1, IBV_WR_SEND, 64,
 	     IBV_SEND_SIGNALED | SVERBS_PRIO(3));
+	CU_ASSERT_EQUAL(post_chain(&wr[0]), 0);
+	CU_ASSERT_EQUAL(f.qp->sq.head, 1);
+	f.qp->sq.qp_state_max_gs = -1; /* e.g. back through RESET */
 	mkwr(&wr[1], &sge[1], 2, IBV_WR_SEND, 64,
 	     IBV_SEND_SIGNALED | SVERBS_PRIO(3));
-	wr[0].next = &wr[1];
+	mkwr(&wr[2], &sge[2], 3, IBV_WR_SEND, 64,
+	     IBV_SEND_SIGNALED | SVERBS_PRIO(3));
+	wr[1].next = &wr[2];
 	rec.fails = 1;
-	CU_ASSERT_EQUAL(sverbs_post_send(f.qp->sv, wr, &bad), ENOMEM);
-	CU_ASSERT_PTR_EQUAL(bad, &wr[0]);
-	CU_ASSERT_EQUAL(f.qp->sq.head, 0);
+	CU_ASSERT_EQUAL(sverbs_post_send(f.qp->sv, &wr[1], &bad), ENOMEM);
+	CU_ASSERT_PTR_EQUAL(bad, &wr[1]);
+	CU_ASSERT_EQUAL(f.qp->sq.head, 1);
 	f.qp->sq.qp_state_max_gs = MAX_SGE; /* RTS */
-	CU_ASSERT_EQUAL(post_chain(wr), 0);
-	CU_ASSERT_EQUAL(f.qp->sq.head, 2);
+	rec.fails = 0;
+	CU_ASSERT_EQUAL(post_chain(&wr[1]), 0);
+	CU_ASSERT_EQUAL(f.qp->sq.head, 3);
 	teardown();
 }
 
