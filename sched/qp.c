@@ -682,7 +682,7 @@ static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 	struct sv_wqe *q;
 
 	if (sqp->inflight_wqes >= sqp->depth ||
-	    (sqp->pt_tail && sqp->inflight_wqes))
+	    (sqp->pt_tail && sqp->inflight_wqes && !sqp->db_owed))
 		return false;
 	if (w->refused)
 		return build_refused(sqp, s, n);
@@ -1074,12 +1074,14 @@ static uint32_t ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
 	int ret;
 
 	ret = adapter_post(sqp, n, &bad);
+	sqp->db_owed = false;
 	if (!ret)
 		return n;
 	if (ret < 0)
 		ret = -ret;
 	/* no bad_wr: the provider took the WQEs (rxe: doorbell failed) */
 	if (!bad || bad < sqp->chain || bad >= sqp->chain + n) {
+		sqp->db_owed = true;
 		/* the post call returns it; else only the log tells */
 		if (!sqp->call_open)
 			warn_post_failed(sqp, ret);
@@ -1218,6 +1220,7 @@ static int post_direct(struct sverbs_qp *sqp, uint32_t s,
 		return ret < 0 ? -ret : ret;
 	}
 	/* taken, then the doorbell failed: the call returns it */
+	sqp->db_owed = ret != 0;
 	if (ret && !sqp->call_err)
 		sqp->call_err = ret < 0 ? -ret : ret;
 

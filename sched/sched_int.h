@@ -144,6 +144,12 @@ struct sverbs_qp {
 	 */
 	atomic_bool pt;
 	bool pt_tail; /* WQEs posted in pass-through may still be in flight */
+	/*
+	 * The provider took WQEs but its doorbell failed (rxe in INIT/RTR):
+	 * they run only when a later doorbell rings, so nothing may wait for
+	 * their completion to post (pt_tail) until one rang.
+	 */
+	bool db_owed;
 	uint8_t levels_seen; /* bit per level a WR has been queued at */
 	uint32_t inflight_sig;
 	uint32_t unsig_wqes; /* since the last signaled WQE */

@@ -2653,6 +2653,36 @@ static void test_cq_resize_keeps_headroom(void)
 	teardown();
 }
 
+/*
+ * Defect 2 on rxe, the default mode: a WR stating a priority posted to a QP
+ * in INIT ends pass-through; rxe takes its WQE, the doorbell fails, and the
+ * post fails with EINVAL.  The WQE sits in rxe's queue until a doorbell
+ * rings.  Once in RTS the next post must reach the provider (its doorbell
+ * kicks both, as stock's next post does); the pass-through tail rule (one
+ * WQE in flight) kept it queued forever.
+ */
+static void test_doorbell_error_then_rts(void)
+{
+	struct ibv_send_wr *bad;
+	struct ibv_wc wc[8];
+	int n;
+
+	pt_setup(16);
+	fk->db_fail_err = EINVAL;
+	CU_ASSERT_EQUAL(post_list8(sqp[0], 1, 1,
+				   IBV_SEND_SIGNALED | SVERBS_PRIO(2), &bad),
+			EINVAL);
+	CU_ASSERT_PTR_NULL(bad);
+	fk->db_fail_err = 0; /* RTS */
+	CU_ASSERT_EQUAL(post_list8(sqp[0], 2, 1,
+				   IBV_SEND_SIGNALED | SVERBS_PRIO(2), &bad),
+			0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 2);
+	n = drain(0, wc, 8);
+	CU_ASSERT(n == 2 && wc[0].wr_id == 1 && wc[1].wr_id == 2);
+	teardown();
+}
+
 int main(void)
 {
 	static const struct {
@@ -2726,6 +2756,8 @@ int main(void)
 		  test_post_doorbell_error },
 		{ "16.2 refused WR fails the post, bad_wr at it",
 		  test_post_refused_sync },
+		{ "16.2 after a doorbell error, the next post rings",
+		  test_doorbell_error_then_rts },
 		{ "16.3 no stall after a rollback", test_rollback_no_stall },
 		{ "16.4 UC QPs stay stock, never sliced", test_uc_stock },
 		{ "16.7 a destroyed QP's record expires", test_grave_expires },
