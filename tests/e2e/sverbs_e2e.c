@@ -2301,6 +2301,42 @@ static int cmd_post_state(void)
 		      bad ? "set" : "NULL");
 		ibv_destroy_qp(qp);
 	}
+	/*
+	 * The WQE rxe took in INIT runs once a doorbell rings in RTS (stock:
+	 * the next post's).  With the layer that next post must still reach
+	 * rxe (the pass-through tail rule kept it queued): both complete.
+	 */
+	{
+		struct ibv_qp *t = make_qp(&tdev, r.t_scq, r.t_rcq, 4, 4);
+		struct rcomp c[R_MAX];
+		int n;
+
+		qp = make_qp(&sdev, r.scq, r.s_rcq, SQ_DEPTH, 4);
+		qp_init(qp);
+		qp_init(t);
+		refused_wr(&w[0], &g[0], &r, make_wrid(1, 0), IBV_WR_RDMA_WRITE,
+			   8192, 64, SVERBS_PRIO(2));
+		ret = ibv_post_send(qp, &w[0], &bad);
+		check(ret == EINVAL, "post-state: INIT again: EINVAL (got %d)",
+		      ret);
+		qp_rtr_rts(&sdev, qp, &tdev, t);
+		qp_rtr_rts(&tdev, t, &sdev, qp);
+		refused_wr(&w[1], &g[1], &r, make_wrid(1, 1), IBV_WR_RDMA_WRITE,
+			   12288, 64, SVERBS_PRIO(2));
+		ret = ibv_post_send(qp, &w[1], &bad);
+		check(!ret, "post-state: in RTS the next post goes (got %d)",
+		      ret);
+		n = refused_poll(r.scq, c, 2);
+		check(n == 2 && c[0].wr_id == w[0].wr_id &&
+			      c[1].wr_id == w[1].wr_id &&
+			      c[0].status == IBV_WC_SUCCESS &&
+			      c[1].status == IBV_WC_SUCCESS,
+		      "post-state: the WR taken in INIT and the next complete, "
+		      "in order (%d completions)",
+		      n);
+		ibv_destroy_qp(qp);
+		ibv_destroy_qp(t);
+	}
 	ret = ibv_resize_cq(r.scq, 8 * SQ_DEPTH);
 	check(!ret, "post-state: ibv_resize_cq(%d): %d", 8 * SQ_DEPTH, ret);
 	if (layer_on)
