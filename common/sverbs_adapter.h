@@ -46,6 +46,13 @@ struct sverbs_adapter {
 	 */
 	bool (*sq_full)(struct ibv_qp *qp, int err,
 			const struct ibv_send_wr *bad);
+	/*
+	 * Whether the provider polls cq without a lock (mlx5 single-threaded):
+	 * then nothing but the application's own poll may touch it, and the
+	 * layer never resizes it on its own (a resize frees the buffer a
+	 * lockless poll on another thread may be reading).  NULL: never.
+	 */
+	bool (*cq_lockless)(struct ibv_cq *cq);
 };
 
 #endif /* SVERBS_ADAPTER_H */

@@ -289,6 +289,7 @@ bool sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 
 	pthread_spin_lock(&scq->lock);
 	if (scq->nqp && scq->ad->resize_cq &&
+	    !(scq->ad->cq_lockless && scq->ad->cq_lockless(scq->cq)) &&
 	    scq->nqp >= scq->hr_total / scq->cfg.cq_headroom &&
 	    !scq->ad->resize_cq(scq->cq,
 				scq->cq->cqe + (int)scq->cfg.cq_headroom))

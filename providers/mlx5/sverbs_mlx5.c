@@ -53,10 +53,17 @@ static bool mlx5_sv_sq_full(struct ibv_qp *ibqp, int err,
 	return true;
 }
 
+/* MLX5_SINGLE_THREADED: mlx5_poll_cq() takes no lock. */
+static bool mlx5_sv_cq_lockless(struct ibv_cq *ibcq)
+{
+	return !to_mcq(ibcq)->lock.need_lock;
+}
+
 static const struct sverbs_adapter mlx5_adapter = {
 	.name = "mlx5",
 	.post_send = mlx5_post_send,
 	.sq_full = mlx5_sv_sq_full,
+	.cq_lockless = mlx5_sv_cq_lockless,
 	.poll_cq = mlx5_sv_stock_poll_cq,
 	.req_notify_cq = mlx5_arm_cq,
 	.resize_cq = mlx5_resize_cq,

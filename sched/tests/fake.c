@@ -251,6 +251,12 @@ static bool fk_sq_full(struct ibv_qp *qp, int err,
 	       (fk->post_fail_at && !fk->post_fail_err);
 }
 
+static bool fk_cq_lockless(struct ibv_cq *cq)
+{
+	(void)cq;
+	return fk->cq_lockless;
+}
+
 static void fk_log(struct ibv_context *ctx, enum sverbs_log_level level,
 		   const char *msg)
 {
@@ -263,6 +269,7 @@ const struct sverbs_adapter fk_adapter = {
 	.name = "fake",
 	.post_send = fk_post_send,
 	.sq_full = fk_sq_full,
+	.cq_lockless = fk_cq_lockless,
 	.poll_cq = fk_poll_cq,
 	.req_notify_cq = fk_req_notify_cq,
 	.resize_cq = fk_resize_cq,

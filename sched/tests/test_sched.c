@@ -2683,6 +2683,27 @@ static void test_doorbell_error_then_rts(void)
 	teardown();
 }
 
+/*
+ * Defect 5: the layer grew the CQ (resize_cq) when a QP registered, from
+ * the creating thread, while a poller may be reading the CQ's buffer: with
+ * a provider that polls without a lock (mlx5 single-threaded) the resize
+ * could free it underneath.  On such a CQ the layer never resizes: a QP
+ * beyond the headroom stays stock.
+ */
+static void test_no_resize_lockless_cq(void)
+{
+	cfg_default();
+	cfg.cq_headroom = 4;
+	setup(16);
+	fk->cq_lockless = true;
+	CU_ASSERT_PTR_NOT_NULL(mkqp(0, 8, false));
+	CU_ASSERT_PTR_NOT_NULL(mkqp(1, 8, false));
+	CU_ASSERT_PTR_NOT_NULL(mkqp(2, 8, false));
+	CU_ASSERT_PTR_NULL(mkqp(3, 8, false));
+	CU_ASSERT_EQUAL(fk->resize_calls, 0);
+	teardown();
+}
+
 int main(void)
 {
 	static const struct {
@@ -2767,6 +2788,8 @@ int main(void)
 		  test_size_policy_no_overtake },
 		{ "16.5 ibv_resize_cq keeps the headroom",
 		  test_cq_resize_keeps_headroom },
+		{ "16.5 no layer resize of a lockless CQ",
+		  test_no_resize_lockless_cq },
 	};
 	CU_pSuite s;
 	unsigned int fails;
