@@ -347,6 +347,7 @@ static void wr_stamp(struct sverbs_qp *sqp, struct sv_wr *w, unsigned int flags,
 	w->status = IBV_WC_SUCCESS;
 	w->vendor_err = 0;
 	w->refused = false;
+	w->quiet = false;
 	memset(&w->cur, 0, sizeof(w->cur));
 	sqp->app_wrs++;
 }
@@ -1050,12 +1051,32 @@ static void unpost_from(struct sverbs_qp *sqp, uint64_t seq)
  * was handed (an error then is the doorbell's, as rxe's for a QP not in
  * RTS: stock returns it with no bad_wr).
  */
+/*
+ * The call failed at the doorbell after the provider took its WRs: the
+ * application holds them not posted.  As with stock, they run if a later
+ * doorbell rings (and then complete), but a destroy or reset makes up no
+ * flush completion for them.
+ */
+static void call_quiet(struct sverbs_qp *sqp)
+{
+	uint32_t i;
+
+	for (i = 0; i < sqp->cap; i++)
+		if (sqp->slots[i].state != SV_WR_FREE &&
+		    sqp->slots[i].state != SV_WR_BUILD &&
+		    sqp->slots[i].post_seq >= sqp->call_seq)
+			sqp->slots[i].quiet = true;
+}
+
 int sv_call_end(struct sverbs_qp *sqp, uint64_t *bad_idx)
 {
 	*bad_idx = UINT64_MAX;
 	sqp->call_open = false;
-	if (sqp->call_bad_seq == UINT64_MAX)
+	if (sqp->call_bad_seq == UINT64_MAX) {
+		if (sqp->call_err)
+			call_quiet(sqp);
 		return sqp->call_err;
+	}
 	*bad_idx = sqp->call_bad_seq - sqp->call_seq;
 	unpost_from(sqp, sqp->call_bad_seq);
 	/* what the refused WR's round rolled back (earlier WRs) goes now */
@@ -1304,6 +1325,23 @@ static enum ibv_wc_status flush_status(const struct sv_wr *w)
 	return w->refused ? w->status : IBV_WC_WR_FLUSH_ERR;
 }
 
+/* A WR flushed by a reset or destroy: its completion, unless quiet. */
+static void flush_wr(struct sverbs_qp *sqp, uint32_t s, struct sv_emit *e)
+{
+	struct sv_wr *w = &sqp->slots[s];
+
+	if (!w->quiet) {
+		complete_wr(sqp, s, flush_status(w), NULL, e);
+		return;
+	}
+	if (w->state == SV_WR_QUEUED) {
+		level_out(sqp, s);
+		if (sqp->fence.head == s)
+			fifo_pop(sqp, &sqp->fence, true);
+	}
+	sv_slot_free(sqp, s);
+}
+
 /* Flush the WRs of the WQEs in flight, in order, and forget the WQEs. */
 static void flush_inflight(struct sverbs_qp *sqp, struct sv_emit *e)
 {
@@ -1318,7 +1356,7 @@ static void flush_inflight(struct sverbs_qp *sqp, struct sv_emit *e)
 		q->slot = SV_NONE;
 		if (s == SV_NONE || sqp->slots[s].state == SV_WR_FREE)
 			continue;
-		complete_wr(sqp, s, flush_status(&sqp->slots[s]), NULL, e);
+		flush_wr(sqp, s, e);
 	}
 	sqp->seq_head = sqp->seq_next;
 }
@@ -1338,8 +1376,7 @@ static void flush_queued(struct sverbs_qp *sqp, struct sv_emit *e)
 						     sqp->slots[best].post_seq))
 				best = s;
 		}
-		complete_wr(sqp, best, flush_status(&sqp->slots[best]), NULL,
-			    e);
+		flush_wr(sqp, best, e);
 	}
 	sqp->fence.head = SV_NONE;
 	sqp->fence.tail = SV_NONE;

@@ -78,6 +78,7 @@ struct sv_wr {
 	bool fenced;
 	bool firm;    /* batching may not hold it (see wr_firm()) */
 	bool refused; /* the provider refused it for good (see refuse()) */
+	bool quiet;   /* its post failed at the doorbell: no made-up flush */
 };
 
 struct sv_wqe {

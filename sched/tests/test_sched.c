@@ -2377,6 +2377,7 @@ static int post_list8(struct sverbs_qp *q, uint64_t id0, int n,
 static void test_post_doorbell_error(void)
 {
 	struct ibv_send_wr *bad;
+	struct ibv_wc wc[8];
 	int direct;
 
 	for (direct = 0; direct < 2; direct++) {
@@ -2396,6 +2397,11 @@ static void test_post_doorbell_error(void)
 		/* as with stock rxe, the WQEs are in the send queue */
 		CU_ASSERT_EQUAL(fk->sq[0].posted, 4);
 		fk->db_fail_err = 0;
+		/* destroyed so: no completion for WRs whose post failed */
+		sverbs_qp_destroy_pre(sqp[0]);
+		sverbs_qp_destroy_post(sqp[0], 0);
+		sqp[0] = NULL;
+		CU_ASSERT_EQUAL(poll_all(wc, 8), 0);
 		teardown();
 	}
 }
