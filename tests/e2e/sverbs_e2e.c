@@ -2280,7 +2280,7 @@ static int cmd_post_state(void)
 	struct ibv_sge g[2];
 	struct ibv_qp *qp;
 	const char *hr_env = getenv("SVERBS_CQ_HEADROOM");
-	int hr = hr_env ? atoi(hr_env) : 64, ret, i;
+	int hr = hr_env ? atoi(hr_env) : 64, ret, i, want;
 	struct rig r;
 
 	phase = "post-state";
@@ -2337,17 +2337,20 @@ static int cmd_post_state(void)
 		ibv_destroy_qp(qp);
 		ibv_destroy_qp(t);
 	}
-	ret = ibv_resize_cq(r.scq, 8 * SQ_DEPTH);
-	check(!ret, "post-state: ibv_resize_cq(%d): %d", 8 * SQ_DEPTH, ret);
+	/* 2^k - 1: rxe rounds a CQ up to 2^k - 1 entries, which would hide
+	 * a resize that dropped the headroom */
+	want = 8 * SQ_DEPTH - 1;
+	ret = ibv_resize_cq(r.scq, want);
+	check(!ret, "post-state: ibv_resize_cq(%d): %d", want, ret);
 	if (layer_on)
-		check(r.scq->cqe >= 8 * SQ_DEPTH + hr,
+		check(r.scq->cqe >= want + hr,
 		      "post-state: layer: the resized CQ keeps the headroom "
 		      "(%d entries, asked %d + %d)",
-		      r.scq->cqe, 8 * SQ_DEPTH, hr);
+		      r.scq->cqe, want, hr);
 	else
-		check(r.scq->cqe >= 8 * SQ_DEPTH,
+		check(r.scq->cqe >= want,
 		      "post-state: stock: the CQ has %d entries, asked %d",
-		      r.scq->cqe, 8 * SQ_DEPTH);
+		      r.scq->cqe, want);
 	rig_close(&r);
 	return 0;
 }
