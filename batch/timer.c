@@ -18,6 +18,7 @@ static struct sverbs_timer_entry *entries;
 static struct sverbs_timer_entry *firing;
 static _Atomic uint64_t planned_wake = NEVER;
 static bool thread_started;
+static bool atfork_set;
 
 /*
  * Lingering: for SV_LINGER_TICKS ticks after the last armed deadline the
@@ -123,6 +124,31 @@ static void *timer_main(void *arg)
 	return NULL;
 }
 
+/*
+ * fork(): the child has no timer thread (only the forking thread goes on).
+ * The lock is held across the fork, so the child's copy is consistent; the
+ * child's next arm starts a thread of its own (planned_wake 0 sends it to
+ * the locked path, sverbs_timer_arm()).
+ */
+static void timer_prepare(void)
+{
+	pthread_mutex_lock(&timer_lock);
+}
+
+static void timer_parent(void)
+{
+	pthread_mutex_unlock(&timer_lock);
+}
+
+static void timer_child(void)
+{
+	thread_started = false;
+	firing = NULL;
+	linger = 0;
+	atomic_store(&planned_wake, 0);
+	pthread_mutex_unlock(&timer_lock);
+}
+
 /* Called with timer_lock held. */
 static int start_thread(void)
 {
@@ -136,6 +162,9 @@ static int start_thread(void)
 	pthread_cond_init(&timer_cond, &attr);
 	pthread_condattr_destroy(&attr);
 	pthread_cond_init(&timer_idle, NULL);
+	if (!atfork_set)
+		atfork_set = !pthread_atfork(timer_prepare, timer_parent,
+					     timer_child);
 	pthread_attr_init(&tattr);
 	pthread_attr_setdetachstate(&tattr, PTHREAD_CREATE_DETACHED);
 	ret = pthread_create(&thread, &tattr, timer_main, NULL);
@@ -194,6 +223,9 @@ void sverbs_timer_arm(struct sverbs_timer_entry *e, uint64_t deadline_ns)
 	if (!planned || deadline_ns < planned) {
 		atomic_fetch_add_explicit(&wakeups, 1, memory_order_relaxed);
 		pthread_mutex_lock(&timer_lock);
+		/* a child of fork() starts its own thread */
+		if (!thread_started && entries)
+			start_thread();
 		pthread_cond_signal(&timer_cond);
 		pthread_mutex_unlock(&timer_lock);
 	}

@@ -3,10 +3,14 @@
  * Provider-neutral halves of the glue: configuration loading and the
  * creation hooks.  Compiled into every provider that carries sverbs.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* secure_getenv */
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 #include "sverbs_glue.h"
 #include "sverbs_sched.h"
@@ -40,13 +44,20 @@ const struct sverbs_config *sverbs_glue_config(struct ibv_context *ctx,
 {
 	struct report_ctx r = { .ctx = ctx, .ad = ad };
 	const char *path;
+	bool secure;
 
 	pthread_mutex_lock(&config_lock);
 	if (!config_loaded) {
-		path = getenv("SVERBS_CONF");
+		/*
+		 * A setuid / setgid program (AT_SECURE) takes nothing from
+		 * its environment: neither the file's path nor SVERBS_*.
+		 */
+		secure = getauxval(AT_SECURE) != 0;
+		path = secure_getenv("SVERBS_CONF");
 		if (!path || !*path)
 			path = SVERBS_CONF_PATH;
-		sverbs_config_load(&config, path, environ, report_problem, &r);
+		sverbs_config_load(&config, path, secure ? NULL : environ,
+				   report_problem, &r);
 		config_loaded = true;
 	}
 	pthread_mutex_unlock(&config_lock);

@@ -9,6 +9,7 @@
 #define SVERBS_ADAPTER_H
 
 #include <infiniband/verbs.h>
+#include <stdbool.h>
 
 enum sverbs_log_level {
 	SVERBS_LOG_ERR = 1,
@@ -34,6 +35,24 @@ struct sverbs_adapter {
 	/* Log through rdma-core's verbs logging (VERBS_LOG_LEVEL). */
 	void (*log)(struct ibv_context *ctx, enum sverbs_log_level level,
 		    const char *msg);
+	/*
+	 * Whether post_send's error err, for the WR bad (NULL when the
+	 * provider took every WR and then failed, as rxe's doorbell does),
+	 * means "send queue full": the WR may go again once completions free
+	 * room.  Any other error refuses the WR for good.  Only the provider
+	 * knows which of its errors mean full (mlx5 also returns ENOMEM for a
+	 * QP not yet in RTS); NULL: no error means full.  (Last, so that
+	 * positional initializers of the members above stay valid.)
+	 */
+	bool (*sq_full)(struct ibv_qp *qp, int err,
+			const struct ibv_send_wr *bad);
+	/*
+	 * Whether the provider polls cq without a lock (mlx5 single-threaded):
+	 * then nothing but the application's own poll may touch it, and the
+	 * layer never resizes it on its own (a resize frees the buffer a
+	 * lockless poll on another thread may be reading).  NULL: never.
+	 */
+	bool (*cq_lockless)(struct ibv_cq *cq);
 };
 
 #endif /* SVERBS_ADAPTER_H */

@@ -48,6 +48,15 @@ static int sv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	return SV_ADAPTER.req_notify_cq(ibcq, solicited_only);
 }
 
+static int sv_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct sverbs_cq *sv = SV_CQ(ibcq);
+
+	if (sv)
+		return sverbs_cq_resize(sv, cqe);
+	return SV_ADAPTER.resize_cq(ibcq, cqe);
+}
+
 static int sv_destroy_cq(struct ibv_cq *ibcq)
 {
 	struct sverbs_cq *sv = SV_CQ(ibcq);
@@ -105,6 +114,7 @@ static const struct verbs_context_ops sv_ops = {
 	.post_send = sv_post_send,
 	.poll_cq = sv_poll_cq,
 	.req_notify_cq = sv_req_notify_cq,
+	.resize_cq = sv_resize_cq,
 	.destroy_cq = sv_destroy_cq,
 	.modify_qp = sv_modify_qp,
 	.destroy_qp = sv_destroy_qp,

@@ -32,9 +32,8 @@
 
 #include "sched_int.h"
 
-#define SV_POLL_BATCH  32
-#define SV_POLL_ROUNDS 4
-#define SV_RING_SLACK  64
+#define SV_POLL_BATCH 32
+#define SV_RING_SLACK 64
 #define SV_UNSUPPORTED_WC_FLAGS                                       \
 	(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_CVLAN | \
 	 IBV_WC_EX_WITH_FLOW_TAG | IBV_WC_EX_WITH_TM_INFO |           \
@@ -211,7 +210,7 @@ static void grave_add(struct sverbs_cq *scq, const struct sverbs_qp *sqp)
 	uint32_t i;
 
 	/* a QP that never left pass-through leaves no internal WQE behind */
-	if (sqp->seq_next == SV_SEQ_BASE)
+	if (sqp->seq_next == sqp->seq_base)
 		return;
 	if (scq->ngraves == SV_GRAVES) {
 		memmove(&scq->graves[0], &scq->graves[1],
@@ -220,19 +219,49 @@ static void grave_add(struct sverbs_cq *scq, const struct sverbs_qp *sqp)
 	}
 	i = scq->ngraves++;
 	scq->graves[i].qp_num = sqp->qp_num;
+	scq->graves[i].sealed = false;
 	scq->graves[i].seq_end = sqp->seq_next;
 	atomic_store(&scq->backlog, true);
 }
 
-static void grave_del(struct sverbs_cq *scq, uint32_t qpn)
+/* Forget QP number qpn's record; returns where its wr_ids ended. */
+static uint64_t grave_del(struct sverbs_cq *scq, uint32_t qpn)
 {
+	uint64_t end;
 	uint32_t i;
 
 	for (i = 0; i < scq->ngraves; i++) {
 		if (scq->graves[i].qp_num != qpn)
 			continue;
+		end = scq->graves[i].seq_end;
 		scq->graves[i] = scq->graves[--scq->ngraves];
-		return;
+		return end;
+	}
+	return SV_SEQ_BASE;
+}
+
+static void grave_seal(struct sverbs_cq *scq, uint32_t qpn)
+{
+	uint32_t i;
+
+	for (i = 0; i < scq->ngraves; i++)
+		if (scq->graves[i].qp_num == qpn)
+			scq->graves[i].sealed = true;
+}
+
+/*
+ * The raw CQ was polled empty (CQ lock held): every CQE of a QP the
+ * provider had destroyed by then has been read; its record can go.
+ */
+static void grave_expire(struct sverbs_cq *scq)
+{
+	uint32_t i = 0;
+
+	while (i < scq->ngraves) {
+		if (scq->graves[i].sealed)
+			scq->graves[i] = scq->graves[--scq->ngraves];
+		else
+			i++;
 	}
 }
 
@@ -260,6 +289,7 @@ bool sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 
 	pthread_spin_lock(&scq->lock);
 	if (scq->nqp && scq->ad->resize_cq &&
+	    !(scq->ad->cq_lockless && scq->ad->cq_lockless(scq->cq)) &&
 	    scq->nqp >= scq->hr_total / scq->cfg.cq_headroom &&
 	    !scq->ad->resize_cq(scq->cq,
 				scq->cq->cqe + (int)scq->cfg.cq_headroom))
@@ -277,7 +307,9 @@ bool sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 				      sqp->cap + SV_RING_SLACK))
 		goto out;
 	tab_put(scq->tab, scq->tab_mask, sqp);
-	grave_del(scq, sqp->qp_num);
+	/* a predecessor's stale CQEs are below its wr_ids (translate()) */
+	sqp->seq_base = grave_del(scq, sqp->qp_num);
+	sqp->seq_head = sqp->seq_next = sqp->seq_base;
 	scq->nqp++;
 	scq->wr_capacity += sqp->cap;
 	hr_set_limit(scq);
@@ -287,12 +319,30 @@ out:
 	return ok;
 }
 
-void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
+/*
+ * A destroy begins (CQ and QP locks held): the QP leaves the table before
+ * the provider destroys it, so that its number, free again once the
+ * provider is done, cannot meet it there; its late CQEs are absorbed.
+ */
+void sv_cq_unlink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
 	tab_del(scq, sqp);
+	grave_add(scq, sqp);
+}
+
+/* The provider failed to destroy it: back in the table. */
+void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
+{
+	grave_del(scq, sqp->qp_num);
+	tab_put(scq->tab, scq->tab_mask, sqp);
+}
+
+/* The provider destroyed it (unlinked already; CQ and QP locks held). */
+void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
+{
 	if (!atomic_load(&sqp->pt))
 		atomic_fetch_sub(&scq->layered, 1);
-	grave_add(scq, sqp);
+	grave_seal(scq, sqp->qp_num);
 	scq->nqp--;
 	scq->wr_capacity -= sqp->cap;
 	if (sqp->hr_wait) {
@@ -331,6 +381,28 @@ struct sverbs_cq *sverbs_cq_create(const struct sverbs_adapter *ad,
 		return NULL;
 	}
 	return scq;
+}
+
+/*
+ * The application's ibv_resize_cq(): the provider's CQ gets the entries
+ * asked for plus the layer's headroom (as at creation, and as grown since
+ * for more QPs), and the ready ring grows with it.  Without this, the
+ * provider's resize to exactly cqe dropped the headroom: the layer's own
+ * completions could overrun the CQ and lose one of the application's.
+ */
+int sverbs_cq_resize(struct sverbs_cq *scq, int cqe)
+{
+	int ret;
+
+	if (cqe <= 0)
+		return EINVAL;
+	pthread_spin_lock(&scq->lock);
+	ret = ring_reserve(scq, (uint32_t)cqe + scq->hr_total +
+					scq->wr_capacity + SV_RING_SLACK);
+	if (!ret)
+		ret = scq->ad->resize_cq(scq->cq, cqe + (int)scq->hr_total);
+	pthread_spin_unlock(&scq->lock);
+	return ret;
 }
 
 void sverbs_cq_destroy(struct sverbs_cq *scq)
@@ -444,7 +516,9 @@ static void translate(struct sverbs_cq *scq, const struct ibv_wc *raw,
 	pthread_spin_lock(&sqp->lock);
 	if (!is_send(sqp, raw)) {
 		pthread_spin_unlock(&sqp->lock);
-		sv_emit(e, raw);
+		/* a stale CQE of a destroyed QP that had this number */
+		if (raw->wr_id < SV_SEQ_BASE || raw->wr_id >= sqp->seq_base)
+			sv_emit(e, raw);
 		return;
 	}
 	sv_qp_complete(sqp, raw, e);
@@ -519,6 +593,8 @@ void sv_cq_drain(struct sverbs_cq *scq)
 		for (i = 0; i < got; i++)
 			translate(scq, &raw[i], &e, &t);
 	} while (got == SV_POLL_BATCH);
+	if (got >= 0 && got < SV_POLL_BATCH && scq->ngraves)
+		grave_expire(scq);
 	finish_round(scq, &t);
 }
 
@@ -560,6 +636,9 @@ static int poll_round(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n,
 		return n ? n : got;
 	full = got == ne - n;
 	n = translate_polled(scq, ne, wc, n, got, t);
+	/* the stale CQEs of destroyed QPs were all read: forget them */
+	if (!full && scq->ngraves)
+		grave_expire(scq);
 	/* what spilled to the ready ring is served first: no more rounds */
 	*more = full && !scq->rcount;
 	return n;
@@ -592,7 +671,7 @@ int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
 {
 	struct sv_touched t = { .n = 0 };
 	bool more = true;
-	int n, rounds;
+	int n;
 
 	if (ne <= 0)
 		return 0;
@@ -607,10 +686,13 @@ int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
 	n = ring_pop(scq, wc, ne);
 	/*
 	 * A round whose raw completions were all internal yields nothing:
-	 * poll on, so that 0 means the CQ is empty (a few rounds at most).
+	 * poll on until the raw CQ is empty, so that 0 means no application
+	 * completion is pending.  An event-driven program (arm, poll until
+	 * 0, wait) would otherwise wait for an event that never comes: the
+	 * completion it misses is already in the CQ.  Bounded: each round
+	 * consumes raw CQEs, and only the end of the poll pumps new WQEs.
 	 */
-	for (rounds = 0; n >= 0 && n < ne && more && rounds < SV_POLL_ROUNDS;
-	     rounds++)
+	while (n >= 0 && n < ne && more)
 		n = poll_round(scq, ne, wc, n, &t, &more);
 	finish_round(scq, &t);
 	pthread_spin_unlock(&scq->lock);

@@ -167,7 +167,7 @@ static void level_out(struct sverbs_qp *sqp, uint32_t s)
 
 /* ------------------------------------------------------------ accepting WRs */
 
-static bool opcode_ok(const struct sverbs_qp *sqp, enum ibv_wr_opcode op)
+static bool opcode_ok(enum ibv_wr_opcode op)
 {
 	switch (op) {
 	case IBV_WR_RDMA_WRITE:
@@ -181,7 +181,7 @@ static bool opcode_ok(const struct sverbs_qp *sqp, enum ibv_wr_opcode op)
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return sqp->qp_type == IBV_QPT_RC;
+		return true; /* managed QPs are RC */
 	default:
 		return false;
 	}
@@ -202,7 +202,7 @@ static int wr_check(const struct sverbs_qp *sqp, const struct ibv_send_wr *wr)
 {
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > sqp->max_sge_app)
 		return EINVAL;
-	if (!opcode_ok(sqp, wr->opcode))
+	if (!opcode_ok(wr->opcode))
 		return EINVAL;
 	if ((wr->send_flags & IBV_SEND_INLINE) &&
 	    sge_total(wr->sg_list, wr->num_sge) > sqp->max_inline)
@@ -264,12 +264,26 @@ static uint8_t wr_base_prio(const struct sverbs_qp *sqp, unsigned int flags)
 	return (uint8_t)sqp->cfg.default_prio;
 }
 
-/* The level it is scheduled at: the size policy lifts small unmarked WRs. */
-static uint8_t wr_prio(const struct sverbs_qp *sqp, unsigned int flags,
-		       uint64_t len)
+/*
+ * Whether the peer sees the WR arrive (a receive completion): it announces
+ * the data written before it, so it must not overtake that data.
+ */
+static bool peer_visible(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
+	       op == IBV_WR_SEND_WITH_INV || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/*
+ * The level it is scheduled at: the size policy lifts small unmarked WRs,
+ * except those the peer sees (a SEND lifted past earlier WRITEs would let
+ * the peer see the message before the data it announces).
+ */
+static uint8_t wr_prio(const struct sverbs_qp *sqp, enum ibv_wr_opcode op,
+		       unsigned int flags, uint64_t len)
 {
 	if (sverbs_prio_of(flags) < 0 && sqp->cfg.small_msg_bytes &&
-	    len <= sqp->cfg.small_msg_bytes)
+	    len <= sqp->cfg.small_msg_bytes && !peer_visible(op))
 		return SVERBS_PRIO_HIGHEST;
 	return wr_base_prio(sqp, flags);
 }
@@ -333,6 +347,7 @@ static void wr_stamp(struct sverbs_qp *sqp, struct sv_wr *w, unsigned int flags,
 	w->status = IBV_WC_SUCCESS;
 	w->vendor_err = 0;
 	w->refused = false;
+	w->quiet = false;
 	memset(&w->cur, 0, sizeof(w->cur));
 	sqp->app_wrs++;
 }
@@ -349,7 +364,7 @@ void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s)
 
 	if (!(flags & IBV_SEND_INLINE))
 		w->len = sge_total(w->sge, w->wr.num_sge);
-	wr_stamp(sqp, w, flags, wr_prio(sqp, flags, w->len));
+	wr_stamp(sqp, w, flags, wr_prio(sqp, w->wr.opcode, flags, w->len));
 	if (!sqp->scheduled)
 		note_level(sqp, w->prio, sverbs_prio_of(flags) >= 0);
 	w->wr.send_flags = flags & ~SVERBS_PRIO_MASK;
@@ -387,9 +402,19 @@ void sv_qp_leave_passthrough(struct sverbs_qp *sqp)
 	atomic_store(&sqp->pt, false);
 }
 
+/* The idx-th WR of a list. */
+static struct ibv_send_wr *wr_nth(struct ibv_send_wr *wr, uint64_t idx)
+{
+	while (idx-- && wr)
+		wr = wr->next;
+	return wr;
+}
+
 int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		     struct ibv_send_wr **bad_wr)
 {
+	struct ibv_send_wr *first = wr;
+	uint64_t idx;
 	uint32_t s;
 	int err = 0, ret;
 
@@ -404,6 +429,7 @@ int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	pthread_spin_lock(&sqp->lock);
 	if (atomic_load_explicit(&sqp->pt, memory_order_relaxed))
 		sv_qp_leave_passthrough(sqp);
+	sv_call_begin(sqp);
 	for (; wr; wr = wr->next) {
 		err = wr_check(sqp, wr);
 		if (err)
@@ -427,6 +453,16 @@ int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	if (err)
 		*bad_wr = wr;
 	sv_qp_pump(sqp, SV_PUMP_POST);
+	ret = sv_call_end(sqp, &idx);
+	if (idx != UINT64_MAX) {
+		/* the provider refused a WR of the list: it and the rest */
+		err = ret;
+		*bad_wr = wr_nth(first, idx);
+	} else if (ret && !err) {
+		/* the provider took them, then failed (rxe: the doorbell) */
+		err = ret;
+		*bad_wr = NULL;
+	}
 	sv_qp_post_unlock(sqp);
 	return err;
 }
@@ -647,7 +683,7 @@ static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 	struct sv_wqe *q;
 
 	if (sqp->inflight_wqes >= sqp->depth ||
-	    (sqp->pt_tail && sqp->inflight_wqes))
+	    (sqp->pt_tail && sqp->inflight_wqes && !sqp->db_owed))
 		return false;
 	if (w->refused)
 		return build_refused(sqp, s, n);
@@ -866,33 +902,31 @@ static int adapter_post(struct sverbs_qp *sqp, uint32_t n,
 {
 	struct ibv_send_wr *next;
 	uint32_t i;
-	int ret = 0;
+	int ret = 0, err;
 
 	if (sqp->cfg.batch)
 		return sqp->ad->post_send(sqp->qp, sqp->chain, bad);
 	for (i = 0; i < n; i++) {
 		next = sqp->chain[i].next;
 		sqp->chain[i].next = NULL;
-		ret = sqp->ad->post_send(sqp->qp, &sqp->chain[i], bad);
+		err = sqp->ad->post_send(sqp->qp, &sqp->chain[i], bad);
 		sqp->chain[i].next = next;
-		if (ret) {
-			/* no bad_wr: this one was taken, the rest were not */
-			if (!*bad && i + 1 < n)
-				*bad = &sqp->chain[i + 1];
+		/* no bad_wr: this one was taken (its doorbell failed) */
+		if (err && !ret)
+			ret = err;
+		if (err && *bad)
 			break;
-		}
 	}
 	return ret;
 }
 
 /*
- * The provider refused the WQE of slot s that the layer handed over.  A
- * full send queue (ENOMEM, EAGAIN, EBUSY) passes: the WR stays queued and
- * goes on a later pump.  Any other error would refuse it again forever and
- * stall the QP behind it, while ibv_post_send already returned success: the
- * WR completes with IBV_WC_LOC_QP_OP_ERR (vendor_err: the error), signaled
- * or not, through a nop in its place (build_refused()); what it had handed
- * over already still completes first.
+ * The provider refused for good (not a full send queue) the WQE of slot s
+ * that the layer handed over, after the post call of its WR had returned
+ * success.  The error would refuse it again forever and stall the QP behind
+ * it: the WR completes with IBV_WC_LOC_QP_OP_ERR (vendor_err: the error),
+ * signaled or not, through a nop in its place (build_refused()); what it
+ * had handed over already still completes first.
  */
 static void refuse(struct sverbs_qp *sqp, uint32_t s, int ret)
 {
@@ -900,7 +934,7 @@ static void refuse(struct sverbs_qp *sqp, uint32_t s, int ret)
 
 	if (ret < 0)
 		ret = -ret;
-	if (s == SV_NONE || ret == ENOMEM || ret == EAGAIN || ret == EBUSY)
+	if (s == SV_NONE)
 		return;
 	w = &sqp->slots[s];
 	if (w->refused || w->status != IBV_WC_SUCCESS)
@@ -922,31 +956,188 @@ static void warn_post_failed(struct sverbs_qp *sqp, int ret)
 	       sqp->qp_num, ret);
 }
 
+static bool sq_full(const struct sverbs_qp *sqp, int err,
+		    const struct ibv_send_wr *bad)
+{
+	return sqp->ad->sq_full && sqp->ad->sq_full(sqp->qp, err, bad);
+}
+
+/*
+ * Begin a post call.  While it lasts, a WR of the call that the provider
+ * refuses when the call's pump hands it over fails the call, as stock
+ * fails ibv_post_send: the provider's error, bad_wr at that WR, and that WR
+ * and the rest of the list not taken (sv_call_end()).
+ */
+void sv_call_begin(struct sverbs_qp *sqp)
+{
+	sqp->call_open = true;
+	sqp->call_sync = true;
+	sqp->call_seq = sqp->post_seq;
+	sqp->call_bad_seq = UINT64_MAX;
+	sqp->call_err = 0;
+}
+
+/*
+ * Whether the WR of chain[k] (of n), which the provider refused, can fail
+ * the post call in progress: it is one of the call's WRs, nothing of it
+ * went, and no later WR of the call went ahead of it (a higher level's).
+ */
+static bool call_refuses(struct sverbs_qp *sqp, uint32_t k, uint32_t n)
+{
+	const struct sv_wqe *q = wqe_at(sqp, sqp->seq_next - n + k);
+	const struct sv_wr *w;
+	uint32_t i, s;
+
+	if (!sqp->call_open || !sqp->call_sync || q->slot == SV_NONE ||
+	    q->start.off)
+		return false;
+	w = &sqp->slots[q->slot];
+	if (w->refused || w->post_seq < sqp->call_seq)
+		return false;
+	for (i = 0; i < k; i++) {
+		s = wqe_at(sqp, sqp->seq_next - n + i)->slot;
+		if (s != SV_NONE && sqp->slots[s].post_seq > w->post_seq)
+			return false;
+	}
+	return true;
+}
+
+/* Cut FIFO f before its first WR posted at seq or later. */
+static uint32_t fifo_cut(struct sverbs_qp *sqp, struct sv_fifo *f, uint64_t seq,
+			 bool fence)
+{
+	uint32_t s = f->head, prev = SV_NONE;
+
+	while (s != SV_NONE && sqp->slots[s].post_seq < seq) {
+		prev = s;
+		s = *fifo_link(sqp, s, fence);
+	}
+	if (prev == SV_NONE)
+		f->head = SV_NONE;
+	else
+		*fifo_link(sqp, prev, fence) = SV_NONE;
+	f->tail = prev;
+	return s;
+}
+
+/*
+ * Take the WRs posted at seq or later back out of the queue: a post call
+ * failed at the first of them.  None of them went to the hardware (see
+ * call_refuses()); being the latest WRs, they are the tail of their FIFOs.
+ */
+static void unpost_from(struct sverbs_qp *sqp, uint64_t seq)
+{
+	uint32_t s, next;
+	int l;
+
+	fifo_cut(sqp, &sqp->fence, seq, true);
+	for (l = 0; l < SVERBS_NUM_PRIO; l++) {
+		for (s = fifo_cut(sqp, &sqp->level[l], seq, false);
+		     s != SV_NONE; s = next) {
+			next = sqp->slots[s].next;
+			sqp->queued--;
+			sqp->queued_firm -= sqp->slots[s].firm;
+			sv_slot_free(sqp, s);
+		}
+	}
+	sqp->app_wrs -= sqp->post_seq - seq;
+	sqp->post_seq = seq;
+}
+
+/*
+ * End a post call: the error it returns (0: none).  *bad_idx is the index
+ * in the call of the first WR the provider refused (then taken back out,
+ * with every later one), or UINT64_MAX when the provider took every WR it
+ * was handed (an error then is the doorbell's, as rxe's for a QP not in
+ * RTS: stock returns it with no bad_wr).
+ */
+/*
+ * The call failed at the doorbell after the provider took its WRs: the
+ * application holds them not posted.  As with stock, they run if a later
+ * doorbell rings (and then complete), but a destroy or reset makes up no
+ * flush completion for them.
+ */
+static void call_quiet(struct sverbs_qp *sqp)
+{
+	uint32_t i;
+
+	for (i = 0; i < sqp->cap; i++)
+		if (sqp->slots[i].state != SV_WR_FREE &&
+		    sqp->slots[i].state != SV_WR_BUILD &&
+		    sqp->slots[i].post_seq >= sqp->call_seq)
+			sqp->slots[i].quiet = true;
+}
+
+int sv_call_end(struct sverbs_qp *sqp, uint64_t *bad_idx)
+{
+	*bad_idx = UINT64_MAX;
+	sqp->call_open = false;
+	if (sqp->call_bad_seq == UINT64_MAX) {
+		if (sqp->call_err)
+			call_quiet(sqp);
+		return sqp->call_err;
+	}
+	*bad_idx = sqp->call_bad_seq - sqp->call_seq;
+	unpost_from(sqp, sqp->call_bad_seq);
+	/* what the refused WR's round rolled back (earlier WRs) goes now */
+	sv_qp_pump(sqp, SV_PUMP_POST);
+	return sqp->call_err;
+}
+
 /* One chain, one doorbell.  Returns how many WQEs the provider took. */
 static uint32_t ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
 			      uint32_t unsig_wqes, uint64_t unsig_bytes)
 {
 	struct ibv_send_wr *bad = NULL;
-	uint32_t k;
+	bool full, sync;
+	uint64_t seq;
+	uint32_t k, s;
 	int ret;
 
 	ret = adapter_post(sqp, n, &bad);
+	sqp->db_owed = false;
 	if (!ret)
 		return n;
-	warn_post_failed(sqp, ret);
+	if (ret < 0)
+		ret = -ret;
 	/* no bad_wr: the provider took the WQEs (rxe: doorbell failed) */
-	if (!bad || bad < sqp->chain || bad >= sqp->chain + n)
+	if (!bad || bad < sqp->chain || bad >= sqp->chain + n) {
+		sqp->db_owed = true;
+		/* the post call returns it; else only the log tells */
+		if (!sqp->call_open)
+			warn_post_failed(sqp, ret);
+		else if (!sqp->call_err)
+			sqp->call_err = ret;
 		return n;
+	}
 	k = (uint32_t)(bad - sqp->chain);
-	refuse(sqp, wqe_at(sqp, sqp->seq_next - n + k)->slot, ret);
+	s = wqe_at(sqp, sqp->seq_next - n + k)->slot;
+	full = sq_full(sqp, ret, bad);
+	sync = call_refuses(sqp, k, n);
+	if (!full && !sync)
+		refuse(sqp, s, ret);
 	rollback(sqp, k, n, unsig_wqes, unsig_bytes);
 	/*
-	 * The send queue is full of what pass-through posted (an application
-	 * past its max_send_wr): no completion of ours will pump the QP, so
-	 * every poll of the CQ retries, as when waiting for headroom.
+	 * A full send queue with nothing of the layer's in flight that will
+	 * report (what fills it was posted in pass-through, unsignaled): no
+	 * completion of ours will pump the QP.  A WR of the post call fails
+	 * it with the provider's error, as stock; a WR accepted before waits
+	 * for the next poll of the CQ, which retries as when waiting for
+	 * headroom.
 	 */
-	if (sqp->pt_tail && !sqp->inflight_wqes)
+	if (full && sqp->inflight_sig)
+		sync = false;
+	if (!sync)
+		warn_post_failed(sqp, ret);
+	if (sync) {
+		seq = sqp->slots[s].post_seq;
+		if (seq < sqp->call_bad_seq) {
+			sqp->call_bad_seq = seq;
+			sqp->call_err = ret;
+		}
+	} else if (full && !sqp->inflight_sig) {
 		sv_hr_wait(sqp->scq, sqp);
+	}
 	return k;
 }
 
@@ -983,6 +1174,8 @@ round:
 		batch_rang(sqp, n, now);
 	/* a WR refused for good goes again at once, as its nop */
 	if (sqp->refusals != refusals && rounds++ < SV_REFUSED_ROUNDS) {
+		/* what went in the round before may follow a WR of the call */
+		sqp->call_sync = false;
 		unsig_wqes = sqp->unsig_wqes;
 		unsig_bytes = sqp->unsig_bytes;
 		n = 0;
@@ -1025,7 +1218,7 @@ static int post_direct(struct sverbs_qp *sqp, uint32_t s,
 	    (flags & IBV_SEND_FENCE) || sverbs_prio_of(flags) >= 0)
 		return -1;
 	len = sge_total(wr->sg_list, wr->num_sge);
-	prio = wr_prio(sqp, flags, len);
+	prio = wr_prio(sqp, wr->opcode, flags, len);
 	seen = sqp->levels_seen | (uint8_t)(1u << prio);
 	if (seen & (seen - 1))
 		return -1; /* a second level: scheduling begins (queue) */
@@ -1047,8 +1240,10 @@ static int post_direct(struct sverbs_qp *sqp, uint32_t s,
 			sv_hr_give(sqp->scq, 1);
 		return ret < 0 ? -ret : ret;
 	}
-	if (ret)
-		warn_post_failed(sqp, ret);
+	/* taken, then the doorbell failed: the call returns it */
+	sqp->db_owed = ret != 0;
+	if (ret && !sqp->call_err)
+		sqp->call_err = ret < 0 ? -ret : ret;
 
 	w->wr.wr_id = wr->wr_id;
 	w->wr.opcode = wr->opcode;
@@ -1071,7 +1266,7 @@ static int post_direct(struct sverbs_qp *sqp, uint32_t s,
 
 bool sv_qp_owns(const struct sverbs_qp *sqp, uint64_t wr_id)
 {
-	return wr_id >= SV_SEQ_BASE && wr_id < sqp->seq_next;
+	return wr_id >= sqp->seq_base && wr_id < sqp->seq_next;
 }
 
 static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
@@ -1130,6 +1325,23 @@ static enum ibv_wc_status flush_status(const struct sv_wr *w)
 	return w->refused ? w->status : IBV_WC_WR_FLUSH_ERR;
 }
 
+/* A WR flushed by a reset or destroy: its completion, unless quiet. */
+static void flush_wr(struct sverbs_qp *sqp, uint32_t s, struct sv_emit *e)
+{
+	struct sv_wr *w = &sqp->slots[s];
+
+	if (!w->quiet) {
+		complete_wr(sqp, s, flush_status(w), NULL, e);
+		return;
+	}
+	if (w->state == SV_WR_QUEUED) {
+		level_out(sqp, s);
+		if (sqp->fence.head == s)
+			fifo_pop(sqp, &sqp->fence, true);
+	}
+	sv_slot_free(sqp, s);
+}
+
 /* Flush the WRs of the WQEs in flight, in order, and forget the WQEs. */
 static void flush_inflight(struct sverbs_qp *sqp, struct sv_emit *e)
 {
@@ -1144,7 +1356,7 @@ static void flush_inflight(struct sverbs_qp *sqp, struct sv_emit *e)
 		q->slot = SV_NONE;
 		if (s == SV_NONE || sqp->slots[s].state == SV_WR_FREE)
 			continue;
-		complete_wr(sqp, s, flush_status(&sqp->slots[s]), NULL, e);
+		flush_wr(sqp, s, e);
 	}
 	sqp->seq_head = sqp->seq_next;
 }
@@ -1164,8 +1376,7 @@ static void flush_queued(struct sverbs_qp *sqp, struct sv_emit *e)
 						     sqp->slots[best].post_seq))
 				best = s;
 		}
-		complete_wr(sqp, best, flush_status(&sqp->slots[best]), NULL,
-			    e);
+		flush_wr(sqp, best, e);
 	}
 	sqp->fence.head = SV_NONE;
 	sqp->fence.tail = SV_NONE;
@@ -1455,7 +1666,13 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	if (!ad || !qp || !send_cq || !attr || !cfg ||
 	    !sverbs_config_enabled(cfg) || !attr->cap.max_send_wr)
 		return NULL;
-	if (qp->qp_type != IBV_QPT_RC && qp->qp_type != IBV_QPT_UC)
+	/*
+	 * RC only.  The completion rules (in order, acknowledged: a CQE
+	 * retires every earlier WQE) are RC's; UC loses a message silently,
+	 * so a sliced UC WRITE_WITH_IMM could deliver its immediate without
+	 * an earlier slice.  UC, like UD, stays stock (docs/semantics.md).
+	 */
+	if (qp->qp_type != IBV_QPT_RC)
 		return NULL;
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
 	    (attr->send_ops_flags & SV_UNSUPPORTED_SEND_OPS))
@@ -1477,7 +1694,8 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	sqp->max_sge_app = attr->cap.max_send_sge;
 	sqp->max_sge = sqp->max_sge_app ? sqp->max_sge_app : 1;
 	sqp->max_inline = attr->cap.max_inline_data;
-	sqp->seq_head = sqp->seq_next = SV_SEQ_BASE;
+	/* (sv_cq_register() sets seq_base: after a predecessor's wr_ids) */
+	sqp->seq_base = sqp->seq_head = sqp->seq_next = SV_SEQ_BASE;
 	for (l = 0; l < SVERBS_NUM_PRIO; l++)
 		sqp->level[l].head = sqp->level[l].tail = SV_NONE;
 	sqp->fence.head = sqp->fence.tail = SV_NONE;
@@ -1549,14 +1767,19 @@ void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 
 void sverbs_qp_destroy_pre(struct sverbs_qp *sqp)
 {
+	struct sverbs_cq *scq = sqp->scq;
+
 	/* no timer may pump a QP the provider is about to destroy */
 	if (sqp->timer_on)
 		sverbs_timer_del(&sqp->timer);
-	if (atomic_load(&sqp->pt))
-		return; /* stock: the provider cleans its completions */
-	pthread_spin_lock(&sqp->scq->lock);
-	sv_cq_drain(sqp->scq);
-	pthread_spin_unlock(&sqp->scq->lock);
+	pthread_spin_lock(&scq->lock);
+	/* in pass-through, stock: the provider cleans its completions */
+	if (!atomic_load(&sqp->pt))
+		sv_cq_drain(scq);
+	pthread_spin_lock(&sqp->lock);
+	sv_cq_unlink(scq, sqp);
+	pthread_spin_unlock(&sqp->lock);
+	pthread_spin_unlock(&scq->lock);
 }
 
 void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
@@ -1565,6 +1788,9 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 	struct sv_emit e = { .scq = scq };
 
 	if (ret) {
+		pthread_spin_lock(&scq->lock);
+		sv_cq_relink(scq, sqp);
+		pthread_spin_unlock(&scq->lock);
 		if (sqp->timer_on &&
 		    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp,
 				     sqp->timer.tick_ns)) {

@@ -40,8 +40,10 @@
 /*
  * Internal wr_ids: WQE sequence numbers start here, so that an internal
  * wr_id is recognisable (an error CQE does not say whether it is a send or
- * a receive completion; a wr_id in [SV_SEQ_BASE, next seq) of a managed QP
- * is a send).
+ * a receive completion; a wr_id in [seq_base, next seq) of a managed QP
+ * is a send).  A QP that reuses the number of a destroyed one starts where
+ * that one ended, so that the stale CQEs of its predecessor, below its
+ * seq_base, are told apart.
  */
 #define SV_SEQ_BASE 0x5356000000000000ull
 
@@ -76,6 +78,7 @@ struct sv_wr {
 	bool fenced;
 	bool firm;    /* batching may not hold it (see wr_firm()) */
 	bool refused; /* the provider refused it for good (see refuse()) */
+	bool quiet;   /* its post failed at the doorbell: no made-up flush */
 };
 
 struct sv_wqe {
@@ -128,6 +131,7 @@ struct sverbs_qp {
 	/* hardware send queue, by WQE sequence number */
 	struct sv_wqe *ring;
 	uint32_t ring_mask;
+	uint64_t seq_base; /* first internal wr_id: after a predecessor's */
 	uint64_t seq_head; /* oldest WQE not retired */
 	uint64_t seq_next; /* next WQE's sequence number = internal wr_id */
 	uint32_t inflight_wqes;
@@ -141,6 +145,12 @@ struct sverbs_qp {
 	 */
 	atomic_bool pt;
 	bool pt_tail; /* WQEs posted in pass-through may still be in flight */
+	/*
+	 * The provider took WQEs but its doorbell failed (rxe in INIT/RTR):
+	 * they run only when a later doorbell rings, so nothing may wait for
+	 * their completion to post (pt_tail) until one rang.
+	 */
+	bool db_owed;
 	uint8_t levels_seen; /* bit per level a WR has been queued at */
 	uint32_t inflight_sig;
 	uint32_t unsig_wqes; /* since the last signaled WQE */
@@ -172,6 +182,17 @@ struct sverbs_qp {
 	uint64_t app_wrs;      /* WRs the application posted */
 	struct sverbs_qp *live_next; /* the live-QP list (SVERBS_STATS) */
 
+	/*
+	 * The post call in progress (ibv_post_send, wr_complete): what the
+	 * provider refuses of its WRs at once fails the call, as stock (see
+	 * sv_call_begin()).
+	 */
+	bool call_open;
+	bool call_sync;	       /* refusals of its WRs still fail the call */
+	uint64_t call_seq;     /* post_seq of its first WR */
+	uint64_t call_bad_seq; /* its first WR refused; UINT64_MAX: none */
+	int call_err;	       /* the error it returns */
+
 	/* ibv_wr_* API: WRs built since wr_start */
 	struct sv_fifo build;
 	uint32_t build_cur;
@@ -195,9 +216,15 @@ struct sv_ex_ops {
 	uint8_t (*read_dlid_path_bits)(struct ibv_cq_ex *cq);
 };
 
-/* A QP destroyed recently: its stale CQEs are absorbed, never delivered. */
+/*
+ * A QP destroyed recently: its stale CQEs are absorbed, never delivered.
+ * Made when its destroy begins, sealed once the provider destroyed it (no
+ * CQE of it can come after that); a sealed record expires when the raw CQ
+ * is next polled empty, or passes to a new QP with the same number.
+ */
 struct sv_grave {
 	uint32_t qp_num;
+	bool sealed;
 	uint64_t seq_end;
 };
 
@@ -271,6 +298,8 @@ void sv_objmap_remove(const void *key);
 
 /* cq.c; register/unregister/drain with the CQ lock held except register */
 bool sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp);
+void sv_cq_unlink(struct sverbs_cq *scq, struct sverbs_qp *sqp);
+void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp);
 void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp);
 void sv_cq_drain(struct sverbs_cq *scq);
 void sv_emit(struct sv_emit *e, const struct ibv_wc *wc);
@@ -301,5 +330,7 @@ uint32_t sv_slot_alloc(struct sverbs_qp *sqp);
 void sv_slot_free(struct sverbs_qp *sqp, uint32_t s);
 void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s);
 void sv_qp_leave_passthrough(struct sverbs_qp *sqp);
+void sv_call_begin(struct sverbs_qp *sqp);
+int sv_call_end(struct sverbs_qp *sqp, uint64_t *bad_idx);
 
 #endif /* SVERBS_SCHED_INT_H */

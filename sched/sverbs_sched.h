@@ -46,6 +46,12 @@ bool sverbs_cq_install_ex_ops(struct sverbs_cq *scq, struct ibv_cq_ex *cq_ex,
 			      uint64_t app_wc_flags);
 void sverbs_cq_destroy(struct sverbs_cq *scq);
 
+/*
+ * resize_cq hook of a managed CQ: resizes the provider's CQ (adapter
+ * resize_cq) to cqe plus the layer's headroom; 0 or the provider's error.
+ */
+int sverbs_cq_resize(struct sverbs_cq *scq, int cqe);
+
 /* poll_cq and req_notify_cq hooks of a managed CQ. */
 int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc);
 int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only);

@@ -126,6 +126,7 @@ static int sv_wr_complete(struct ibv_qp_ex *qpx)
 {
 	struct sverbs_qp *sqp;
 	uint32_t s, next;
+	uint64_t idx;
 	int err;
 
 	if (in_pt_batch(qpx))
@@ -136,6 +137,7 @@ static int sv_wr_complete(struct ibv_qp_ex *qpx)
 	if (err) {
 		build_drop(sqp);
 	} else {
+		sv_call_begin(sqp);
 		for (s = sqp->build.head; s != SV_NONE; s = next) {
 			next = sqp->slots[s].next;
 			sv_wr_commit(sqp, s);
@@ -143,6 +145,8 @@ static int sv_wr_complete(struct ibv_qp_ex *qpx)
 		sqp->build.head = sqp->build.tail = SV_NONE;
 		sqp->build_cur = SV_NONE;
 		sv_qp_pump(sqp, SV_PUMP_POST);
+		/* a refusal: that WR and the batch's later ones are dropped */
+		err = sv_call_end(sqp, &idx);
 	}
 	sv_qp_post_unlock(sqp);
 	return err;

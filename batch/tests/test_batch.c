@@ -6,6 +6,7 @@
 #include <CUnit/Basic.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sverbs_batch.h"
@@ -358,6 +359,35 @@ static void test_timer_linger(void)
 	linger_run(0, false);
 }
 
+/*
+ * Issue 16.9: a child of fork() has no timer thread (only the forking
+ * thread survives).  Its held WRs were never rung by the budget's deadline
+ * (and a fork while the thread held its lock left the child's lock taken).
+ * The child arms an entry added before the fork: it must fire.  The child
+ * reports through its exit status; alarm() bounds a hang (liveness, not a
+ * timing figure).
+ */
+static void test_timer_after_fork(void)
+{
+	struct sverbs_timer_entry e;
+	int status = -1;
+	pid_t pid;
+
+	atomic_store(&fired, 0);
+	CU_ASSERT_EQUAL_FATAL(sverbs_timer_add(&e, on_fire, NULL, 0), 0);
+	pid = fork();
+	CU_ASSERT_FATAL(pid >= 0);
+	if (!pid) {
+		alarm(10);
+		sverbs_timer_arm(&e, sverbs_now_ns() + 100 * US);
+		wait_fired(1);
+		_exit(atomic_load(&fired) == 1 ? 0 : 1);
+	}
+	CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+	CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	sverbs_timer_del(&e);
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -382,6 +412,8 @@ int main(void)
 	CU_add_test(s, "stats and quantile", test_stats_and_quantile);
 	CU_add_test(s, "timer fires, del stops it", test_timer_fires_and_del);
 	CU_add_test(s, "timer lingers with a tick", test_timer_linger);
+	CU_add_test(s, "16.9 timer fires in a forked child",
+		    test_timer_after_fork);
 	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_basic_run_tests();
 	failed = CU_get_number_of_tests_failed();

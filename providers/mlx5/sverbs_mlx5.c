@@ -7,6 +7,8 @@
  * mlx5dv_create_qp()/mlx5dv_create_cq() are never managed (their mlx5dv
  * send ops and CQE formats are mlx5's own).
  */
+#include <errno.h>
+
 #include "mlx5.h"
 #include "sverbs_mlx5.h"
 #include "sverbs_glue.h"
@@ -25,9 +27,43 @@ static int mlx5_sv_stock_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 	return mlx5_poll_cq(ibcq, ne, wc);
 }
 
+/*
+ * _mlx5_post_send() checks, per WR: the opcode (EINVAL), the work queue
+ * overflow (ENOMEM: full), the SGE count against qp_state_max_gs (ENOMEM:
+ * too many SGEs, or a QP not in RTS, where qp_state_max_gs is -1), then
+ * builds the WQE (inline data too long: ENOMEM; others EINVAL).  So an
+ * ENOMEM means full unless the WR fails the checks that follow the overflow
+ * check.
+ */
+static bool mlx5_sv_sq_full(struct ibv_qp *ibqp, int err,
+			    const struct ibv_send_wr *bad)
+{
+	struct mlx5_qp *qp = to_mqp(ibqp);
+	uint64_t len = 0;
+	int i;
+
+	if (!bad || err != ENOMEM || bad->num_sge > qp->sq.qp_state_max_gs)
+		return false;
+	if (bad->send_flags & IBV_SEND_INLINE) {
+		for (i = 0; i < bad->num_sge; i++)
+			len += bad->sg_list[i].length;
+		if (len > qp->max_inline_data)
+			return false;
+	}
+	return true;
+}
+
+/* MLX5_SINGLE_THREADED: mlx5_poll_cq() takes no lock. */
+static bool mlx5_sv_cq_lockless(struct ibv_cq *ibcq)
+{
+	return !to_mcq(ibcq)->lock.need_lock;
+}
+
 static const struct sverbs_adapter mlx5_adapter = {
 	.name = "mlx5",
 	.post_send = mlx5_post_send,
+	.sq_full = mlx5_sv_sq_full,
+	.cq_lockless = mlx5_sv_cq_lockless,
 	.poll_cq = mlx5_sv_stock_poll_cq,
 	.req_notify_cq = mlx5_arm_cq,
 	.resize_cq = mlx5_resize_cq,

@@ -5,6 +5,8 @@
  * post_send whatever the chain length, so the adapter is the stock entry
  * points: a chain handed to rxe_post_send() is one batch, one syscall.
  */
+#include <errno.h>
+
 #include "rxe.h"
 #include "sverbs_rxe.h"
 #include "sverbs_glue.h"
@@ -15,9 +17,23 @@ static void rxe_sv_log(struct ibv_context *ctx, enum sverbs_log_level level,
 	verbs_log(verbs_get_ctx(ctx), level, "%s\n", msg);
 }
 
+/*
+ * rxe_post_send() returns ENOMEM for a WR only when its send queue is full
+ * (post_one_send(); a bad WR is EINVAL).  An error with no bad WR is the
+ * doorbell system call failing after the WQEs were written (a QP not yet in
+ * RTS: EINVAL): never "full".
+ */
+static bool rxe_sv_sq_full(struct ibv_qp *qp, int err,
+			   const struct ibv_send_wr *bad)
+{
+	(void)qp;
+	return bad && err == ENOMEM;
+}
+
 static const struct sverbs_adapter rxe_adapter = {
 	.name = "rxe",
 	.post_send = rxe_post_send,
+	.sq_full = rxe_sv_sq_full,
 	.poll_cq = rxe_poll_cq,
 	.req_notify_cq = ibv_cmd_req_notify_cq,
 	.resize_cq = rxe_resize_cq,

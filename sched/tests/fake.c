@@ -99,7 +99,7 @@ static int fk_post_send_locked(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		if (sq->posted - sq->done > sq->max_out)
 			sq->max_out = sq->posted - sq->done;
 	}
-	return 0;
+	return fk->db_fail_err;
 }
 
 static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
@@ -235,6 +235,28 @@ static int fk_resize_cq(struct ibv_cq *cq, int cqe)
 	return 0;
 }
 
+/*
+ * Full: ENOMEM for a WR while the send queue is full, or while post_fail_at
+ * fails WQEs without post_fail_err (a transient full queue).  An ENOMEM
+ * injected through post_fail_err is a refusal (mlx5 before RTS).
+ */
+static bool fk_sq_full(struct ibv_qp *qp, int err,
+		       const struct ibv_send_wr *bad)
+{
+	struct fk_sq *sq = &fk->sq[fk_qp_index(qp)];
+
+	if (!bad || err != ENOMEM)
+		return false;
+	return sq->posted - sq->done >= sq->depth ||
+	       (fk->post_fail_at && !fk->post_fail_err);
+}
+
+static bool fk_cq_lockless(struct ibv_cq *cq)
+{
+	(void)cq;
+	return fk->cq_lockless;
+}
+
 static void fk_log(struct ibv_context *ctx, enum sverbs_log_level level,
 		   const char *msg)
 {
@@ -246,6 +268,8 @@ static void fk_log(struct ibv_context *ctx, enum sverbs_log_level level,
 const struct sverbs_adapter fk_adapter = {
 	.name = "fake",
 	.post_send = fk_post_send,
+	.sq_full = fk_sq_full,
+	.cq_lockless = fk_cq_lockless,
 	.poll_cq = fk_poll_cq,
 	.req_notify_cq = fk_req_notify_cq,
 	.resize_cq = fk_resize_cq,

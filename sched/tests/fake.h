@@ -59,9 +59,12 @@ struct fk {
 	int notify_calls;
 	int resize_calls;
 	bool resize_fails;
+	bool cq_lockless; /* the provider polls the CQ without a lock */
 	bool flush_signaled_only;
 	int post_fail_at;  /* >0: fail the post_send of WQE number n (ENOMEM) */
 	int post_fail_err; /* set: fail it once, with this error instead */
+	int db_fail_err;   /* set: take every WR, then fail, bad_wr NULL (rxe's
+			    * doorbell in INIT / RTR) */
 	/* called once, then cleared, by the next poll_cq before it reads */
 	void (*poll_hook)(void);
 };

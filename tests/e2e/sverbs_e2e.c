@@ -2265,13 +2265,104 @@ static int cmd_refused(void)
 	return 0;
 }
 
+/*
+ * Issue 16.2 and 16.5 on rxe.  A WR posted to a QP in INIT (or RTR): rxe
+ * writes it, then its doorbell system call fails (EINVAL), and stock's
+ * ibv_post_send returns EINVAL with bad_wr NULL; the layer's queue path
+ * returned 0.  Both a WR that states a priority (queued even in the
+ * default mode) and one that does not.  Then ibv_resize_cq: with the layer
+ * the CQ keeps its headroom (cq_headroom, 64 by default, beyond the size
+ * asked), stock resizes to what was asked.
+ */
+static int cmd_post_state(void)
+{
+	struct ibv_send_wr w[2], *bad;
+	struct ibv_sge g[2];
+	struct ibv_qp *qp;
+	const char *hr_env = getenv("SVERBS_CQ_HEADROOM");
+	int hr = hr_env ? atoi(hr_env) : 64, ret, i, want;
+	struct rig r;
+
+	phase = "post-state";
+	rig_open(&r, 64 * 1024, false);
+	for (i = 0; i < 2; i++) {
+		qp = make_qp(&sdev, r.scq, r.s_rcq, SQ_DEPTH, 4);
+		detect_layer(qp);
+		qp_init(qp);
+		refused_wr(&w[i], &g[i], &r, make_wrid(0, (uint32_t)i),
+			   IBV_WR_RDMA_WRITE, 4096 * (size_t)i, 64,
+			   i ? 0 : SVERBS_PRIO(2));
+		bad = &w[1];
+		ret = ibv_post_send(qp, &w[i], &bad);
+		check(ret == EINVAL && !bad,
+		      "post-state: WR %s to a QP in INIT: EINVAL, bad_wr NULL "
+		      "(got %d, bad_wr %s)",
+		      i ? "stating no priority" : "stating a priority", ret,
+		      bad ? "set" : "NULL");
+		ibv_destroy_qp(qp);
+	}
+	/*
+	 * The WQE rxe took in INIT runs once a doorbell rings in RTS (stock:
+	 * the next post's).  With the layer that next post must still reach
+	 * rxe (the pass-through tail rule kept it queued): both complete.
+	 */
+	{
+		struct ibv_qp *t = make_qp(&tdev, r.t_scq, r.t_rcq, 4, 4);
+		struct rcomp c[R_MAX];
+		int n;
+
+		qp = make_qp(&sdev, r.scq, r.s_rcq, SQ_DEPTH, 4);
+		qp_init(qp);
+		qp_init(t);
+		refused_wr(&w[0], &g[0], &r, make_wrid(1, 0), IBV_WR_RDMA_WRITE,
+			   8192, 64, SVERBS_PRIO(2));
+		ret = ibv_post_send(qp, &w[0], &bad);
+		check(ret == EINVAL, "post-state: INIT again: EINVAL (got %d)",
+		      ret);
+		qp_rtr_rts(&sdev, qp, &tdev, t);
+		qp_rtr_rts(&tdev, t, &sdev, qp);
+		refused_wr(&w[1], &g[1], &r, make_wrid(1, 1), IBV_WR_RDMA_WRITE,
+			   12288, 64, SVERBS_PRIO(2));
+		ret = ibv_post_send(qp, &w[1], &bad);
+		check(!ret, "post-state: in RTS the next post goes (got %d)",
+		      ret);
+		n = refused_poll(r.scq, c, 2);
+		check(n == 2 && c[0].wr_id == w[0].wr_id &&
+			      c[1].wr_id == w[1].wr_id &&
+			      c[0].status == IBV_WC_SUCCESS &&
+			      c[1].status == IBV_WC_SUCCESS,
+		      "post-state: the WR taken in INIT and the next complete, "
+		      "in order (%d completions)",
+		      n);
+		ibv_destroy_qp(qp);
+		ibv_destroy_qp(t);
+	}
+	/* 2^k - 1: rxe rounds a CQ up to 2^k - 1 entries, which would hide
+	 * a resize that dropped the headroom */
+	want = 8 * SQ_DEPTH - 1;
+	ret = ibv_resize_cq(r.scq, want);
+	check(!ret, "post-state: ibv_resize_cq(%d): %d", want, ret);
+	if (layer_on)
+		check(r.scq->cqe >= want + hr,
+		      "post-state: layer: the resized CQ keeps the headroom "
+		      "(%d entries, asked %d + %d)",
+		      r.scq->cqe, want, hr);
+	else
+		check(r.scq->cqe >= want,
+		      "post-state: stock: the CQ has %d entries, asked %d",
+		      r.scq->cqe, want);
+	rig_close(&r);
+	return 0;
+}
+
 /* ============================================================ main */
 
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: sverbs_e2e integrity|error-rkey|error-modify|events|"
-		"stats|refused|pt-leave [--seed N] [--qps N] [--wrs N] "
+		"stats|refused|pt-leave|post-state [--seed N] [--qps N] [--wrs "
+		"N] "
 		"[--iters N]\n"
 		"       [--send-dev NAME] [--target-dev NAME] [--gid N]\n");
 	exit(2);
@@ -2337,6 +2428,8 @@ int main(int argc, char **argv)
 		cmd_refused();
 	else if (!strcmp(cmd, "pt-leave"))
 		cmd_pt_leave();
+	else if (!strcmp(cmd, "post-state"))
+		cmd_post_state();
 	else
 		usage();
 	alarm(0);

@@ -20,6 +20,7 @@
  */
 #include <CUnit/Basic.h>
 #include <endian.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,6 +261,7 @@ struct rec_wr {
 };
 
 static struct {
+	int fails; /* stock post_send calls expected to fail */
 	int calls; /* rings: adapter post_send calls */
 	int n;	   /* WQEs recorded */
 	struct rec_wr w[REC_MAX];
@@ -303,6 +305,11 @@ int __wrap_mlx5_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		rec.n++;
 	}
 	ret = __real_mlx5_post_send(qp, wr, bad_wr);
+	if (ret && rec.fails) {
+		rec.fails--;
+		rec.n = first;
+		return ret;
+	}
 	CU_ASSERT_EQUAL(ret, 0);
 	if (ret)
 		return ret;
@@ -583,6 +590,42 @@ static void test_priority_order(void)
 	teardown();
 }
 
+/*
+ * Issue 16.2: mlx5 returns ENOMEM for a WR posted while the QP is not in RTS
+ * (qp_state_max_gs is -1), which is not "send queue full".  With a signaled
+ * WQE of the layer in flight, a "full" WR would stay queued for the next
+ * completion (and, refused again and again, never complete): the adapter's
+ * sq_full says it is not full, so the post fails at once with ENOMEM and
+ * bad_wr at the WR, as stock.  In RTS the same WR goes.
+ */
+static void test_not_rts_refused(void)
+{
+	struct ibv_send_wr wr[3], *bad = NULL;
+	struct ibv_sge sge[3];
+
+	setup(false, false);
+	reset_rec();
+	mkwr(&wr[0], &sge[0], 1, IBV_WR_SEND, 64,
+	     IBV_SEND_SIGNALED | SVERBS_PRIO(3));
+	CU_ASSERT_EQUAL(post_chain(&wr[0]), 0);
+	CU_ASSERT_EQUAL(f.qp->sq.head, 1);
+	f.qp->sq.qp_state_max_gs = -1; /* e.g. back through RESET */
+	mkwr(&wr[1], &sge[1], 2, IBV_WR_SEND, 64,
+	     IBV_SEND_SIGNALED | SVERBS_PRIO(3));
+	mkwr(&wr[2], &sge[2], 3, IBV_WR_SEND, 64,
+	     IBV_SEND_SIGNALED | SVERBS_PRIO(3));
+	wr[1].next = &wr[2];
+	rec.fails = 1;
+	CU_ASSERT_EQUAL(sverbs_post_send(f.qp->sv, &wr[1], &bad), ENOMEM);
+	CU_ASSERT_PTR_EQUAL(bad, &wr[1]);
+	CU_ASSERT_EQUAL(f.qp->sq.head, 1);
+	f.qp->sq.qp_state_max_gs = MAX_SGE; /* RTS */
+	rec.fails = 0;
+	CU_ASSERT_EQUAL(post_chain(&wr[1]), 0);
+	CU_ASSERT_EQUAL(f.qp->sq.head, 3);
+	teardown();
+}
+
 /* sq_sig_all: mlx5's sq_signal_bits put CQ_UPDATE in every WQE. */
 static void test_sig_all(void)
 {
@@ -857,6 +900,8 @@ int main(void)
 		  test_one_chain_one_ring },
 		{ "priority: order only, no bits", test_priority_order },
 		{ "sq_sig_all", test_sig_all },
+		{ "16.2 ENOMEM before RTS fails the post",
+		  test_not_rts_refused },
 		{ "BlueFlame copy of a lone small WR", test_blueflame },
 		{ "CQEs through mlx5_poll_cq, SQ and CQ wrap",
 		  test_completions_wrap },
