@@ -47,7 +47,10 @@ enum model_known {
 	MK_QPN_REUSE = 1 << 3, /* a destroyed QP's number comes back while
 				* its late CQEs are in the CQ */
 	MK_WRID = 1 << 4,      /* application wr_ids in the internal range */
-	MK_FORK = 1 << 5,      /* (not modelled; listed for completeness) */
+	MK_ERR_DESTROY = 1 << 5, /* check: a WR whose WQE failed keeps its
+				  * status when its QP is destroyed before
+				  * the WR's last WQE retired (found by this
+				  * model: sched/qp.c flush_status()) */
 };
 
 struct model_opts {

@@ -60,6 +60,8 @@ struct mwr {
 	bool after_err;	  /* posted to a QP in error */
 	bool at_destroy;  /* outstanding when its QP was destroyed */
 	bool retired;	  /* unsignaled: a later completion proved it done */
+	bool pt_posted;	  /* handed over while its QP may have been in
+			   * pass-through: unknown to the layer */
 	bool ambiguous;	  /* unsignaled, in flight at a modify to ERR on a
 			   * provider that flushes signaled WQEs only: it
 			   * may have succeeded, the layer cannot know */
@@ -471,6 +473,8 @@ static void wqe_check(struct mqp *q, const struct fk_wqe *fw, uint32_t wi)
 					 a->level, a->fenced ? ", fenced" : "");
 		}
 	}
+	if (!w->nwqe)
+		w->pt_posted = q->pt_maybe;
 	/* the provider refused a WQE of it before: the layer retried it */
 	w->refused_err = 0;
 	w->hw_bytes += bytes;
@@ -641,7 +645,8 @@ static void on_wc(const struct ibv_wc *wc)
 			mismatch("qp %u: WR %llu succeeded in hardware, "
 				 "reported as a flush",
 				 q->qp_num, (unsigned long long)w->wr_id);
-		else if (w->hw_err)
+		else if (w->hw_err &&
+			 (!w->at_destroy || (M->known & MK_ERR_DESTROY)))
 			mismatch("qp %u: WR %llu failed with %d, reported as a "
 				 "flush",
 				 q->qp_num, (unsigned long long)w->wr_id,
@@ -859,8 +864,10 @@ static void qp_destroy(struct mqp *q)
 	/* the provider's QP is gone: its send queue with it */
 	fk->sq[q->fi].done = fk->sq[q->fi].posted;
 	pthread_mutex_unlock(&M->lock);
-	/* an application collects a destroyed QP's completions */
-	poll_dry();
+	/* an application collects a destroyed QP's completions (MK_QPN_REUSE:
+	 * not before a new QP took its number) */
+	if (!(M->known & MK_QPN_REUSE))
+		poll_dry();
 }
 
 /* ------------------------------------------------------------ posting */
@@ -1188,6 +1195,8 @@ static void fault(struct mqp *q)
 	case 2: /* destroy it with work queued, make a new one */
 		qp_destroy(q);
 		qp_new();
+		if (M->known & MK_QPN_REUSE)
+			poll_dry();
 		break;
 	case 3: /* the provider refuses a WQE */
 		pthread_mutex_lock(&M->lock);
@@ -1263,13 +1272,15 @@ static void final_check(void)
 	for (i = 0; i < M->nwr; i++) {
 		struct mwr *w = wr_at(i);
 		struct mqp *q = &M->qp[w->q];
-		bool lax = (q->pt_maybe && (M->flush_sig_only || w->at_destroy)) ||
+		bool lax = ((q->pt_maybe || w->pt_posted) &&
+			    (M->flush_sig_only || w->at_destroy)) ||
 			   w->ambiguous;
 
 		if (w->st != W_ACCEPTED || w->reported)
 			continue;
 		if (w->signaled) {
-			if (!(q->pt_maybe && w->at_destroy))
+			/* stock: destroy discards what pass-through posted */
+			if (!((q->pt_maybe || w->pt_posted) && w->at_destroy))
 				mismatch("qp %u: signaled WR %llu (%s) never "
 					 "completed",
 					 q->qp_num,

@@ -7,8 +7,9 @@
  *   test_model --wrs-total N      runs of seeds 1, 2, ... until N WRs
  *   test_model --seed S [--wrs W] one run, mismatches printed
  *   options: --first-seed S, --wrs W (per run, default 20000),
- *            --known poll0,uc,resize,qpn-reuse,wrid (provoke the known
- *            defects of issue 16 part 1), --timing (budgeted batching and
+ *            --known poll0,uc,resize,qpn-reuse,wrid,err-destroy (provoke
+ *            the known defects of issue 16 part 1 and what this model
+ *            found), --timing (budgeted batching and
  *            adaptive slices too: clock-dependent, not reproducible)
  *
  * A mismatch prints the seed; `test_model --seed S` replays it exactly
@@ -30,7 +31,7 @@ static unsigned int parse_known(const char *s)
 	} names[] = {
 		{ "poll0", MK_POLL0 },	       { "uc", MK_UC },
 		{ "resize", MK_RESIZE },       { "qpn-reuse", MK_QPN_REUSE },
-		{ "wrid", MK_WRID },
+		{ "wrid", MK_WRID },	       { "err-destroy", MK_ERR_DESTROY },
 	};
 	unsigned int bits = 0;
 	size_t i;
@@ -39,7 +40,7 @@ static unsigned int parse_known(const char *s)
 		if (strstr(s, names[i].name))
 			bits |= names[i].bit;
 	if (strstr(s, "all"))
-		bits = ~0u & ~MK_FORK;
+		bits = ~0u;
 	return bits;
 }
 
