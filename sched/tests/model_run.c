@@ -882,7 +882,7 @@ static uint64_t pick_len(void)
 		return 1 + rnd(256);
 	if (r < 75)
 		return 1 + rnd(64 << 10);
-	if (r < 97)
+	if (r < 97 || M->data) /* the fuzzer: short runs, at most 1 MiB */
 		return 1 + rnd(1 << 20);
 	return 1 + rnd(8 << 20);
 }
@@ -1321,13 +1321,42 @@ static void final_check(void)
 	}
 }
 
+/*
+ * fk_init(), or for the fuzzer (thousands of short runs) the fake of the
+ * previous run, emptied: its WQE history is FK_QPS * FK_HIST entries.
+ */
+static void fake_init(int cqe, bool reuse)
+{
+	struct fk_wqe *w[FK_QPS];
+	int i;
+
+	if (!reuse || !fk) {
+		if (fk)
+			fk_fini();
+		fk_init(cqe);
+		return;
+	}
+	for (i = 0; i < FK_QPS; i++)
+		w[i] = fk->sq[i].w;
+	/* all but the CQ's ring (cq_n = 0 empties it) */
+	memset(fk, 0, offsetof(struct fk, cqe));
+	memset(&fk->cq_head, 0, sizeof(*fk) - offsetof(struct fk, cq_head));
+	for (i = 0; i < FK_QPS; i++)
+		fk->sq[i].w = w[i];
+	fk->cqx.context = &fk->ctx;
+	fk->cqx.cqe = cqe;
+}
+
 uint64_t model_run(const struct model_opts *o, struct model_result *res)
 {
-	struct mdl m = {};
+	static struct mdl m; /* its CQE mirror needs no clearing */
 	uint64_t step, steps, target;
 	uint32_t i, nq;
 
 	memset(res, 0, sizeof(*res));
+	memset(&m, 0, offsetof(struct mdl, cqe));
+	m.cqe_head = 0;
+	m.cqe_n = 0;
 	pthread_mutex_init(&m.lock, NULL);
 	M = &m;
 	m.o = o;
@@ -1345,7 +1374,7 @@ uint64_t model_run(const struct model_opts *o, struct model_result *res)
 	m.ad.post_send = mdl_post_send;
 	/* room for the completions of MQ QPs of 64 and one destroyed set */
 	m.app_cqe = 2 * MQ * 64;
-	fk_init(m.app_cqe + (int)m.cfg.cq_headroom);
+	fake_init(m.app_cqe + (int)m.cfg.cq_headroom, o->data != NULL);
 	m.flush_sig_only = chance(50);
 	fk->flush_signaled_only = m.flush_sig_only;
 	fk->resize_fails = chance(10);
@@ -1404,7 +1433,8 @@ uint64_t model_run(const struct model_opts *o, struct model_result *res)
 			qp_destroy(&m.qp[i]);
 	sverbs_cq_destroy(m.scq);
 out:
-	fk_fini();
+	if (!o->data)
+		fk_fini();
 	for (i = 0; i < m.nqp; i++) {
 		free(m.qp[i].live);
 		free(m.qp[i].hw);
