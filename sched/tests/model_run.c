@@ -25,6 +25,7 @@
 #define WRID_BASE  0x0000a11c00000000ull
 #define WRID_INTERNAL 0x5356000000000000ull /* the layer's SV_SEQ_BASE */
 #define NONE	   UINT32_MAX
+#define MIRROR	   256 /* > the deepest send queue (64): WQEs in flight */
 #define LBASE	   0x100000000ull
 #define RBASE	   0x7000000000ull
 
@@ -258,7 +259,7 @@ static uint32_t held_upper(const struct mqp *q)
 static void hw_retire(struct mqp *q, enum ibv_wc_status st)
 {
 	uint64_t idx = q->hw_retired++;
-	struct mwqe *e = &q->hw[idx % FK_HIST];
+	struct mwqe *e = &q->hw[idx % MIRROR];
 	struct mwr *w = e->wr == NONE ? NULL : wr_at(e->wr);
 
 	if (st == IBV_WC_SUCCESS && q->err)
@@ -338,7 +339,7 @@ static void hw_qp_error(struct mqp *q)
 	uint64_t i;
 
 	for (i = q->hw_retired; M->flush_sig_only && i < q->hw_posted; i++) {
-		struct mwqe *e = &q->hw[i % FK_HIST];
+		struct mwqe *e = &q->hw[i % MIRROR];
 
 		if (e->wr != NONE && !wr_at(e->wr)->signaled)
 			wr_at(e->wr)->ambiguous = true;
@@ -520,7 +521,7 @@ static int mdl_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	for (i = before; q && i < after; i++) {
 		const struct fk_wqe *fw = fk_wqe(q->fi, i);
 		uint32_t tag = be32toh(fw->wr.imm_data);
-		struct mwqe *e = &q->hw[q->hw_posted % FK_HIST];
+		struct mwqe *e = &q->hw[q->hw_posted % MIRROR];
 
 		e->wr = NONE;
 		e->final = false;
@@ -779,7 +780,7 @@ static void qp_new(void)
 	q->sig_all = chance(15);
 	q->type = (M->known & MK_UC) && chance(30) ? IBV_QPT_UC : IBV_QPT_RC;
 	q->style = (int)rnd(3);
-	q->hw = calloc(FK_HIST, sizeof(*q->hw));
+	q->hw = calloc(MIRROR, sizeof(*q->hw));
 	qp = fk_qp(fi, q->type, (int)q->cap, q->sig_all);
 	if (!(M->known & MK_QPN_REUSE))
 		qp->qp_num = M->next_qpn++;
@@ -1170,7 +1171,7 @@ static void fault(struct mqp *q)
 		k = 0;
 		pthread_mutex_lock(&M->lock);
 		for (i = q->hw_retired; i < q->hw_posted; i++, k++) {
-			struct mwqe *e = &q->hw[i % FK_HIST];
+			struct mwqe *e = &q->hw[i % MIRROR];
 
 			if (e->wr != NONE && !e->final)
 				break;
