@@ -51,6 +51,10 @@ enum model_known {
 				  * status when its QP is destroyed before
 				  * the WR's last WQE retired (found by this
 				  * model: sched/qp.c flush_status()) */
+	MK_FULL_IDLE = 1 << 6, /* check: WRs complete after the provider
+				* refused a WQE as "full" (ENOMEM, EAGAIN,
+				* EBUSY) while nothing of the QP was in
+				* flight (found by fuzz_wr: they stall) */
 };
 
 struct model_opts {

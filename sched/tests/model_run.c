@@ -95,6 +95,8 @@ struct mqp {
 	uint64_t proven; /* WQEs below this index retired: the layer polled
 			  * a CQE that says so */
 	int refuse_err;	 /* armed: refuse the next WQE with this errno */
+	bool full_idle;	 /* the provider said "full" (EAGAIN...) with
+			  * nothing of this QP in flight */
 };
 
 struct mdl {
@@ -550,8 +552,13 @@ static int mdl_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		struct mwr *w = NULL;
 		uint32_t tag = be32toh(cut->imm_data);
 
+		TRACE("qp %u: the provider refuses tag %u with %d\n",
+		      q ? q->qp_num : 0, tag, err);
 		if (tag && tag <= M->nwr)
 			w = wr_at(tag - 1);
+		if ((err == ENOMEM || err == EAGAIN || err == EBUSY) && q &&
+		    fk->sq[q->fi].posted == fk->sq[q->fi].done)
+			q->full_idle = true;
 		if (w && err == ENOMEM)
 			w->refused_full = true;
 		else if (w) {
@@ -1278,6 +1285,10 @@ static void final_check(void)
 			   w->ambiguous;
 
 		if (w->st != W_ACCEPTED || w->reported)
+			continue;
+		/* known (MK_FULL_IDLE): nothing retries the queue then */
+		if (q->full_idle && !w->hw_done && !w->nwqe && !q->err &&
+		    !(M->known & MK_FULL_IDLE))
 			continue;
 		if (w->signaled) {
 			/* stock: destroy discards what pass-through posted */

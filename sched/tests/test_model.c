@@ -6,8 +6,9 @@
  *   test_model                    CUnit: a short run (the unit suite)
  *   test_model --wrs-total N      runs of seeds 1, 2, ... until N WRs
  *   test_model --seed S [--wrs W] one run, mismatches printed
+ *   test_model --replay FILE      a fuzz_wr input (MODEL_VERBOSE=4: trace)
  *   options: --first-seed S, --wrs W (per run, default 20000),
- *            --known poll0,uc,resize,qpn-reuse,wrid,err-destroy (provoke
+ *            --known poll0,uc,resize,qpn-reuse,wrid,err-destroy,full-idle (provoke
  *            the known defects of issue 16 part 1 and what this model
  *            found), --timing (budgeted batching and
  *            adaptive slices too: clock-dependent, not reproducible)
@@ -32,6 +33,7 @@ static unsigned int parse_known(const char *s)
 		{ "poll0", MK_POLL0 },	       { "uc", MK_UC },
 		{ "resize", MK_RESIZE },       { "qpn-reuse", MK_QPN_REUSE },
 		{ "wrid", MK_WRID },	       { "err-destroy", MK_ERR_DESTROY },
+		{ "full-idle", MK_FULL_IDLE },
 	};
 	unsigned int bits = 0;
 	size_t i;
@@ -100,11 +102,39 @@ static void test_model_timing(void)
 	CU_ASSERT_EQUAL(run_many(100001, 10000, 2000, 0, true, false), 0);
 }
 
+/* Run a fuzzer input (fuzz/fuzz_wr.c) with mismatches and trace printed. */
+static int replay(const char *path, unsigned int known)
+{
+	static uint8_t buf[1 << 20];
+	struct model_opts o = { .steps = 1500, .verbose = 2, .known = known };
+	struct model_result r;
+	FILE *f = fopen(path, "rb");
+
+	if (!f) {
+		perror(path);
+		return 2;
+	}
+	o.size = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	o.data = buf;
+	if (getenv("MODEL_VERBOSE"))
+		o.verbose = atoi(getenv("MODEL_VERBOSE"));
+	model_run(&o, &r);
+	printf("model: replay %s: %llu WRs, %llu completions, %llu "
+	       "mismatches%s%s\n",
+	       path, (unsigned long long)r.wrs,
+	       (unsigned long long)r.completions,
+	       (unsigned long long)r.mismatches, r.mismatches ? ", first: " : "",
+	       r.first);
+	return r.mismatches ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t seed = 0, first = 1, total = 0, per_run = 20000;
 	unsigned int known = 0;
 	bool timing = false, cli = false;
+	const char *replay_path = NULL;
 	unsigned int fails;
 	int i;
 
@@ -121,6 +151,8 @@ int main(int argc, char **argv)
 			per_run = strtoull(v, NULL, 0), i++;
 		} else if (!strcmp(a, "--known")) {
 			known = parse_known(v), i++;
+		} else if (!strcmp(a, "--replay")) {
+			replay_path = v, i++;
 		} else if (!strcmp(a, "--timing")) {
 			timing = true;
 		} else {
@@ -128,6 +160,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (replay_path)
+		return replay(replay_path, known);
 	if (cli && seed)
 		return run_many(seed, 1, per_run, known, timing, false) ? 1 : 0;
 	if (cli)
