@@ -19,15 +19,15 @@
 #include "fake.h"
 #include "model.h"
 
-#define MQ	   4	    /* live QPs at most */
-#define MAX_SGE	   3	    /* the QPs' max_send_sge */
-#define MAX_INL	   64	    /* the QPs' max_inline_data */
-#define WRID_BASE  0x0000a11c00000000ull
+#define MQ	      4	 /* live QPs at most */
+#define MAX_SGE	      3	 /* the QPs' max_send_sge */
+#define MAX_INL	      64 /* the QPs' max_inline_data */
+#define WRID_BASE     0x0000a11c00000000ull
 #define WRID_INTERNAL 0x5356000000000000ull /* the layer's SV_SEQ_BASE */
-#define NONE	   UINT32_MAX
-#define MIRROR	   256 /* > the deepest send queue (64): WQEs in flight */
-#define LBASE	   0x100000000ull
-#define RBASE	   0x7000000000ull
+#define NONE	      UINT32_MAX
+#define MIRROR	      256 /* > the deepest send queue (64): WQEs in flight */
+#define LBASE	      0x100000000ull
+#define RBASE	      0x7000000000ull
 
 enum wr_state { W_PENDING, W_ACCEPTED, W_REJECTED };
 
@@ -50,11 +50,11 @@ struct mwr {
 	uint32_t nwqe;
 	bool final_posted;
 	uint64_t final_idx;
-	bool hw_done;	/* its last WQE retired successfully */
-	bool hw_err;	/* one of its WQEs failed (a real error) */
+	bool hw_done; /* its last WQE retired successfully */
+	bool hw_err;  /* one of its WQEs failed (a real error) */
 	enum ibv_wc_status err_status;
 	bool hw_flush;
-	int refused_err; /* the provider refused one of its WQEs (not full) */
+	int refused_err;  /* the provider refused one of its WQEs (not full) */
 	bool refused_now; /* ... during the current post call */
 	bool refused_full;
 	bool deliverable; /* its success CQE is in the CQ */
@@ -84,9 +84,9 @@ struct mqp {
 	bool sig_all;
 	bool managed;
 	bool alive;
-	bool err;	/* in error (a failed WQE, modify to ERR) */
-	bool pt_maybe;	/* may still be in pass-through (stock rules) */
-	int style;	/* 0: unmarked, 1: marked, 2: mixed */
+	bool err;      /* in error (a failed WQE, modify to ERR) */
+	bool pt_maybe; /* may still be in pass-through (stock rules) */
+	int style;     /* 0: unmarked, 1: marked, 2: mixed */
 	uint64_t pseq;
 	uint32_t *live; /* unresolved WRs, posting order */
 	uint32_t nlive, live_cap;
@@ -133,15 +133,16 @@ struct mdl {
 
 static struct mdl *M;
 
-#define TRACE(...)                                                         \
-	do {                                                               \
-		if (M->o->verbose > 3)                                     \
-			fprintf(stderr, "  . " __VA_ARGS__);               \
+#define TRACE(...)                                           \
+	do {                                                 \
+		if (M->o->verbose > 3)                       \
+			fprintf(stderr, "  . " __VA_ARGS__); \
 	} while (0)
 
 /* ------------------------------------------------------------ reporting */
 
-static void mismatch(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void mismatch(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
 
 static void mismatch(const char *fmt, ...)
 {
@@ -221,8 +222,8 @@ static bool resolved(const struct mqp *q, const struct mwr *w)
 		return false;
 	/* unsignaled: done once the layer saw it retire, nothing failed */
 	return (w->retired || (w->hw_done && w->final_idx < q->proven)) &&
-	       !w->hw_err &&
-	       !w->refused_err && !(q->err && !w->hw_done) && !w->at_destroy;
+	       !w->hw_err && !w->refused_err && !(q->err && !w->hw_done) &&
+	       !w->at_destroy;
 }
 
 static void live_compact(struct mqp *q)
@@ -267,7 +268,8 @@ static void hw_retire(struct mqp *q, enum ibv_wc_status st)
 	if (st == IBV_WC_SUCCESS && q->err)
 		st = IBV_WC_WR_FLUSH_ERR;
 	TRACE("qp %u: WQE %llu (wr %lld%s%s) retires, status %d\n", q->qp_num,
-	      (unsigned long long)idx, w ? (long long)(w->wr_id - M->wrid_base) : -1LL,
+	      (unsigned long long)idx,
+	      w ? (long long)(w->wr_id - M->wrid_base) : -1LL,
 	      e->final ? " final" : "", e->sig ? " sig" : "", st);
 	if ((st != IBV_WC_SUCCESS || e->sig) &&
 	    !(st == IBV_WC_WR_FLUSH_ERR && M->flush_sig_only && !e->sig) &&
@@ -470,10 +472,10 @@ static void wqe_check(struct mqp *q, const struct fk_wqe *fw, uint32_t wi)
 				mismatch("qp %u: WR %llu (level %d%s) handed "
 					 "over before WR %llu (level %d%s)",
 					 q->qp_num,
-					 (unsigned long long)w->wr_id,
-					 w->level, w->fenced ? ", fenced" : "",
-					 (unsigned long long)a->wr_id,
-					 a->level, a->fenced ? ", fenced" : "");
+					 (unsigned long long)w->wr_id, w->level,
+					 w->fenced ? ", fenced" : "",
+					 (unsigned long long)a->wr_id, a->level,
+					 a->fenced ? ", fenced" : "");
 		}
 	}
 	if (!w->nwqe)
@@ -529,7 +531,8 @@ static int mdl_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		e->final = false;
 		e->sig = fw->signaled;
 		if (tag) {
-			if (tag > M->nwr || wr_at(tag - 1)->q != (uint32_t)(q - M->qp)) {
+			if (tag > M->nwr ||
+			    wr_at(tag - 1)->q != (uint32_t)(q - M->qp)) {
 				mismatch("qp %u: a WQE with an unknown tag %u",
 					 q->qp_num, tag);
 			} else {
@@ -541,8 +544,8 @@ static int mdl_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 				e->final = w->final_posted && !was;
 			}
 		}
-		TRACE("qp %u: WQE %llu tag %u bytes %llu%s%s op %d\n", q->qp_num,
-		      (unsigned long long)q->hw_posted, tag,
+		TRACE("qp %u: WQE %llu tag %u bytes %llu%s%s op %d\n",
+		      q->qp_num, (unsigned long long)q->hw_posted, tag,
 		      (unsigned long long)fw->bytes, e->final ? " final" : "",
 		      e->sig ? " sig" : "", fw->wr.opcode);
 		q->hw_posted++;
@@ -617,8 +620,8 @@ static void on_wc(const struct ibv_wc *wc)
 			 q->qp_num, (unsigned long long)w->wr_id);
 	if (w->reported) {
 		mismatch("qp %u: WR %llu completed twice (status %d, then %d)",
-			 q->qp_num, (unsigned long long)w->wr_id,
-			 w->rep_status, wc->status);
+			 q->qp_num, (unsigned long long)w->wr_id, w->rep_status,
+			 wc->status);
 		return;
 	}
 	w->reported = 1;
@@ -665,7 +668,8 @@ static void on_wc(const struct ibv_wc *wc)
 				 q->qp_num, (unsigned long long)w->wr_id);
 		break;
 	case IBV_WC_LOC_QP_OP_ERR:
-		if (w->refused_err && wc->vendor_err == (uint32_t)w->refused_err)
+		if (w->refused_err &&
+		    wc->vendor_err == (uint32_t)w->refused_err)
 			break;
 		/* fall through */
 	default:
@@ -809,9 +813,11 @@ static void qp_new(void)
 	q->sqp = sverbs_qp_create(&M->ad, qp, M->scq, &a, &M->cfg);
 	q->managed = q->sqp != NULL;
 	if (M->o->verbose > 1)
-		fprintf(stderr, "model: qp %u: cap %u sig_all %d type %d style "
-			"%d managed %d\n", q->qp_num, q->cap, q->sig_all,
-			q->type, q->style, q->managed);
+		fprintf(stderr,
+			"model: qp %u: cap %u sig_all %d type %d style "
+			"%d managed %d\n",
+			q->qp_num, q->cap, q->sig_all, q->type, q->style,
+			q->managed);
 	q->pt_maybe = !q->managed ||
 		      (M->cfg.passthrough && !M->cfg.batch_budget_us &&
 		       !M->cfg.small_msg_bytes && !M->cfg.slice_always);
@@ -898,10 +904,14 @@ static uint64_t pick_len(void)
 static enum ibv_wr_opcode pick_op(const struct mqp *q)
 {
 	static const enum ibv_wr_opcode rc[] = {
-		IBV_WR_RDMA_WRITE,	    IBV_WR_RDMA_WRITE,
-		IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ,
-		IBV_WR_SEND,		    IBV_WR_SEND_WITH_IMM,
-		IBV_WR_ATOMIC_CMP_AND_SWP,  IBV_WR_ATOMIC_FETCH_AND_ADD,
+		IBV_WR_RDMA_WRITE,
+		IBV_WR_RDMA_WRITE,
+		IBV_WR_RDMA_WRITE_WITH_IMM,
+		IBV_WR_RDMA_READ,
+		IBV_WR_SEND,
+		IBV_WR_SEND_WITH_IMM,
+		IBV_WR_ATOMIC_CMP_AND_SWP,
+		IBV_WR_ATOMIC_FETCH_AND_ADD,
 	};
 	static const enum ibv_wr_opcode uc[] = {
 		IBV_WR_RDMA_WRITE,
@@ -1037,13 +1047,13 @@ static void __attribute__((unused)) dump_qp(struct mqp *q)
 	fprintf(stderr, "  qp %u: err %d proven %llu hw %llu/%llu nfree %u\n",
 		q->qp_num, q->err, (unsigned long long)q->proven,
 		(unsigned long long)q->hw_retired,
-		(unsigned long long)q->hw_posted,
-		q->sqp ? q->sqp->nfree : 0);
+		(unsigned long long)q->hw_posted, q->sqp ? q->sqp->nfree : 0);
 	for (i = 0; i < q->nlive; i++) {
 		struct mwr *w = wr_at(q->live[i]);
 
 		fprintf(stderr,
-			"  wr %llu st %d sig %d lvl %d len %llu hw %llu done %d "
+			"  wr %llu st %d sig %d lvl %d len %llu hw %llu done "
+			"%d "
 			"final_idx %llu rep %d ret %d err %d ref %d\n",
 			(unsigned long long)(w->wr_id - M->wrid_base), w->st,
 			w->signaled, w->level, (unsigned long long)w->len,
@@ -1084,7 +1094,8 @@ static void post_list(struct mqp *q)
 	pthread_mutex_unlock(&M->lock);
 
 	for (k = 0; k < n; k++)
-		TRACE("post qp %u wr %lld op %d len %llu sig %d lvl %d fence %d "
+		TRACE("post qp %u wr %lld op %d len %llu sig %d lvl %d fence "
+		      "%d "
 		      "inl %d\n",
 		      q->qp_num, (long long)(wr[k].wr_id - M->wrid_base),
 		      wr[k].opcode, (unsigned long long)wr_at(ids[k])->len,
@@ -1148,7 +1159,8 @@ static void post_list(struct mqp *q)
 				 "(invalid %d, provider said %d, %u of %u "
 				 "slots held)",
 				 q->qp_num, (unsigned long long)w->wr_id, ret,
-				 w->invalid, w->refused_now ? w->refused_err : 0,
+				 w->invalid,
+				 w->refused_now ? w->refused_err : 0,
 				 held + (uint32_t)bad_k, q->cap);
 	}
 	for (k = 0; k < n; k++)
@@ -1160,7 +1172,7 @@ static void post_list(struct mqp *q)
 /* ------------------------------------------------------------ faults */
 
 static const int refuse_errnos[] = { ENOMEM, EAGAIN, EBUSY,  EINVAL,
-				     EIO,    EPERM,	 EFAULT, EOPNOTSUPP };
+				     EIO,    EPERM,  EFAULT, EOPNOTSUPP };
 
 static void fault(struct mqp *q)
 {
@@ -1184,7 +1196,8 @@ static void fault(struct mqp *q)
 				break;
 		}
 		if (i == q->hw_posted)
-			k = (int)rnd((uint32_t)(q->hw_posted - q->hw_retired) + 1);
+			k = (int)rnd((uint32_t)(q->hw_posted - q->hw_retired) +
+				     1);
 		hw_complete(q, k);
 		hw_fail(q, chance(50) ? IBV_WC_REM_ACCESS_ERR
 				      : IBV_WC_RETRY_EXC_ERR);
@@ -1313,16 +1326,18 @@ static void final_check(void)
 			continue;
 		if (w->hw_err || q->err || w->at_destroy) {
 			if (!lax)
-				mismatch("qp %u: unsignaled WR %llu (%s, level "
-					 "%d, %llu of %llu bytes handed over%s%s) "
-					 "got no completion after an error",
-					 q->qp_num,
-					 (unsigned long long)w->wr_id,
-					 w->hw_err ? "failed" : "flushed",
-					 w->level, (unsigned long long)w->hw_bytes,
-					 (unsigned long long)w->len,
-					 w->after_err ? ", posted in error" : "",
-					 w->at_destroy ? ", destroyed" : "");
+				mismatch(
+					"qp %u: unsignaled WR %llu (%s, level "
+					"%d, %llu of %llu bytes handed "
+					"over%s%s) "
+					"got no completion after an error",
+					q->qp_num, (unsigned long long)w->wr_id,
+					w->hw_err ? "failed" : "flushed",
+					w->level,
+					(unsigned long long)w->hw_bytes,
+					(unsigned long long)w->len,
+					w->after_err ? ", posted in error" : "",
+					w->at_destroy ? ", destroyed" : "");
 			continue;
 		}
 		mismatch("qp %u: WR %llu stalled: %llu of %llu bytes handed "

@@ -8,10 +8,10 @@
  *   test_model --seed S [--wrs W] one run, mismatches printed
  *   test_model --replay FILE      a fuzz_wr input (MODEL_VERBOSE=4: trace)
  *   options: --first-seed S, --wrs W (per run, default 20000),
- *            --known poll0,uc,resize,qpn-reuse,wrid,err-destroy,full-idle (provoke
- *            the known defects of issue 16 part 1 and what this model
- *            found), --timing (budgeted batching and
- *            adaptive slices too: clock-dependent, not reproducible)
+ *            --known poll0,uc,resize,qpn-reuse,wrid,err-destroy,full-idle
+ * (provoke the known defects of issue 16 part 1 and what this model found),
+ * --timing (budgeted batching and adaptive slices too: clock-dependent, not
+ * reproducible)
  *
  * A mismatch prints the seed; `test_model --seed S` replays it exactly
  * (without --timing, a run depends on its seed alone).
@@ -30,9 +30,12 @@ static unsigned int parse_known(const char *s)
 		const char *name;
 		unsigned int bit;
 	} names[] = {
-		{ "poll0", MK_POLL0 },	       { "uc", MK_UC },
-		{ "resize", MK_RESIZE },       { "qpn-reuse", MK_QPN_REUSE },
-		{ "wrid", MK_WRID },	       { "err-destroy", MK_ERR_DESTROY },
+		{ "poll0", MK_POLL0 },
+		{ "uc", MK_UC },
+		{ "resize", MK_RESIZE },
+		{ "qpn-reuse", MK_QPN_REUSE },
+		{ "wrid", MK_WRID },
+		{ "err-destroy", MK_ERR_DESTROY },
 		{ "full-idle", MK_FULL_IDLE },
 	};
 	unsigned int bits = 0;
@@ -62,11 +65,14 @@ static int run_many(uint64_t first_seed, uint64_t total, uint64_t per_run,
 		o.wrs = per_run;
 		o.known = known;
 		o.timing = timing;
-		o.verbose = getenv("MODEL_VERBOSE") ? atoi(getenv("MODEL_VERBOSE")) : 1;
+		o.verbose = getenv("MODEL_VERBOSE")
+				    ? atoi(getenv("MODEL_VERBOSE"))
+				    : 1;
 		if (model_run(&o, &r)) {
 			bad++;
 			fprintf(stderr,
-				"model: seed %llu: %llu mismatches, first: %s\n",
+				"model: seed %llu: %llu mismatches, first: "
+				"%s\n",
 				(unsigned long long)seed,
 				(unsigned long long)r.mismatches, r.first);
 		}
@@ -78,7 +84,8 @@ static int run_many(uint64_t first_seed, uint64_t total, uint64_t per_run,
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (!quiet || bad)
-		printf("model: %d runs (seeds %llu..%llu), %llu WRs, %llu WQEs, "
+		printf("model: %d runs (seeds %llu..%llu), %llu WRs, %llu "
+		       "WQEs, "
 		       "%llu completions, %llu faults, %d failing runs, "
 		       "%.1f s\n",
 		       runs, (unsigned long long)first_seed,
@@ -124,8 +131,8 @@ static int replay(const char *path, unsigned int known)
 	       "mismatches%s%s\n",
 	       path, (unsigned long long)r.wrs,
 	       (unsigned long long)r.completions,
-	       (unsigned long long)r.mismatches, r.mismatches ? ", first: " : "",
-	       r.first);
+	       (unsigned long long)r.mismatches,
+	       r.mismatches ? ", first: " : "", r.first);
 	return r.mismatches ? 1 : 0;
 }
 

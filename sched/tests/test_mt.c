@@ -46,8 +46,8 @@ static void *poster(void *arg)
 	for (i = 0; i < PER;) {
 		struct ibv_sge sge = { .addr = 0x10000000ull + (uint64_t)i * 64,
 				       .length = rand_r(&seed) % 3
-						 ? 64
-						 : 3 * 4096 + 100,
+							 ? 64
+							 : 3 * 4096 + 100,
 				       .lkey = 7 };
 		struct ibv_send_wr wr = {}, *bad = NULL;
 		int ret;
@@ -84,7 +84,8 @@ static void *poller(void *arg)
 			fk_complete(k, 5);
 		n = sverbs_poll_cq(scq, 1 + rounds % 16, wc);
 		for (i = 0; i < n; i++) {
-			uint64_t t = wc[i].wr_id >> 32, j = wc[i].wr_id & 0xffffffff;
+			uint64_t t = wc[i].wr_id >> 32,
+				 j = wc[i].wr_id & 0xffffffff;
 
 			if (wc[i].status != IBV_WC_SUCCESS)
 				atomic_fetch_add(&bad_status, 1);
@@ -154,8 +155,9 @@ static void run(bool shared_qp, uint32_t budget_us)
 		for (j = 0; j < PER; j++)
 			if (atomic_load(&count[i][j]) != 1) {
 				CU_FAIL("a WR did not complete exactly once");
-				fprintf(stderr, "mt: WR %d/%d completed %d times\n",
-					i, j, atomic_load(&count[i][j]));
+				fprintf(stderr,
+					"mt: WR %d/%d completed %d times\n", i,
+					j, atomic_load(&count[i][j]));
 				i = POSTERS;
 				break;
 			}
