@@ -95,8 +95,9 @@ struct mqp {
 	uint64_t proven; /* WQEs below this index retired: the layer polled
 			  * a CQE that says so */
 	int refuse_err;	 /* armed: refuse the next WQE with this errno */
-	bool full_idle;	 /* the provider said "full" (EAGAIN...) with
-			  * nothing of this QP in flight */
+	bool full_idle;	 /* the provider said "full" (EAGAIN...): if no
+			  * signaled WQE of this QP is in flight, nothing
+			  * will retry it (MK_FULL_IDLE) */
 };
 
 struct mdl {
@@ -559,8 +560,7 @@ static int mdl_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		      q ? q->qp_num : 0, tag, err);
 		if (tag && tag <= M->nwr)
 			w = wr_at(tag - 1);
-		if ((err == ENOMEM || err == EAGAIN || err == EBUSY) && q &&
-		    fk->sq[q->fi].posted == fk->sq[q->fi].done)
+		if ((err == ENOMEM || err == EAGAIN || err == EBUSY) && q)
 			q->full_idle = true;
 		if (w && err == ENOMEM)
 			w->refused_full = true;
@@ -1300,7 +1300,7 @@ static void final_check(void)
 		if (w->st != W_ACCEPTED || w->reported)
 			continue;
 		/* known (MK_FULL_IDLE): nothing retries the queue then */
-		if (q->full_idle && !w->hw_done && !w->nwqe && !q->err &&
+		if (q->full_idle && !w->hw_done &&
 		    !(M->known & MK_FULL_IDLE))
 			continue;
 		if (w->signaled) {
