@@ -55,6 +55,11 @@ enum model_known {
 				  * refused a WQE as "full" (ENOMEM, EAGAIN,
 				  * EBUSY) while nothing of the QP was in
 				  * flight (found by fuzz_wr: they stall) */
+	/* check: a WR whose WQE failed and whose rest the provider then
+	 * refuses (EOPNOTSUPP...) completes, and the WRs behind it (found by
+	 * fuzz_wr: sched/qp.c refuse() skips a failed WR; they stall until
+	 * destroy) */
+	MK_REFUSE_FAILED = 1 << 7,
 };
 
 struct model_opts {

@@ -92,12 +92,14 @@ struct mqp {
 	uint32_t nlive, live_cap;
 	struct mwqe *hw; /* a mirror of the fake's send queue */
 	uint64_t hw_posted, hw_retired;
-	uint64_t proven; /* WQEs below this index retired: the layer polled
-			  * a CQE that says so */
-	int refuse_err;	 /* armed: refuse the next WQE with this errno */
-	bool full_idle;	 /* the provider said "full" (EAGAIN...): if no
-			  * signaled WQE of this QP is in flight, nothing
-			  * will retry it (MK_FULL_IDLE) */
+	uint64_t proven;     /* WQEs below this index retired: the layer polled
+			      * a CQE that says so */
+	int refuse_err;	     /* armed: refuse the next WQE with this errno */
+	bool refused_failed; /* the provider refused (any errno) a WR that
+			      * had already failed (MK_REFUSE_FAILED) */
+	bool full_idle;	     /* the provider said "full" (EAGAIN...): if no
+			      * signaled WQE of this QP is in flight, nothing
+			      * will retry it (MK_FULL_IDLE) */
 };
 
 struct mdl {
@@ -562,6 +564,8 @@ static int mdl_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			w = wr_at(tag - 1);
 		if ((err == ENOMEM || err == EAGAIN || err == EBUSY) && q)
 			q->full_idle = true;
+		if (w && w->hw_err && q)
+			q->refused_failed = true;
 		if (w && err == ENOMEM)
 			w->refused_full = true;
 		else if (w) {
@@ -1300,8 +1304,10 @@ static void final_check(void)
 		if (w->st != W_ACCEPTED || w->reported)
 			continue;
 		/* known (MK_FULL_IDLE): nothing retries the queue then */
-		if (q->full_idle && !w->hw_done &&
-		    !(M->known & MK_FULL_IDLE))
+		if (q->full_idle && !w->hw_done && !(M->known & MK_FULL_IDLE))
+			continue;
+		if (q->refused_failed && !w->hw_done &&
+		    !(M->known & MK_REFUSE_FAILED))
 			continue;
 		if (w->signaled) {
 			/* stock: destroy discards what pass-through posted */

@@ -37,6 +37,7 @@ static unsigned int parse_known(const char *s)
 		{ "wrid", MK_WRID },
 		{ "err-destroy", MK_ERR_DESTROY },
 		{ "full-idle", MK_FULL_IDLE },
+		{ "refuse-failed", MK_REFUSE_FAILED },
 	};
 	unsigned int bits = 0;
 	size_t i;
