@@ -15,6 +15,8 @@ PACKAGES=(
 	meson ninja-build cmake pkg-config gcc g++ ccache patch curl
 	cython3 python3-dev libnl-3-dev libnl-route-3-dev libudev-dev
 	libsystemd-dev libcunit1-dev clang-format
+	# fuzzing (scripts/fuzz.sh: libFuzzer) and sanitizers (scripts/sanitize.sh)
+	clang libclang-rt-14-dev
 	# the Soft-RoCE guest (tests/vm) and the tools run in it
 	qemu-system-x86 busybox-static kmod iproute2 cpio xz-utils zstd
 	perftest rdmacm-utils ibverbs-utils strace

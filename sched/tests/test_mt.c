@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * Concurrency through the queue path (run it under TSan: scripts/sanitize.sh):
+ *  - several threads post to one QP while another thread completes the
+ *    fake hardware's WQEs and polls the CQ;
+ *  - several threads post, each to its own QP, all QPs on one CQ;
+ * each with and without a batching budget (then the timer thread rings
+ * held WRs too).  Every signaled WR completes exactly once, with success.
+ * The fake adapter serializes its "hardware" with a mutex, as a real
+ * provider does with its SQ and CQ locks.
+ */
+#include <CUnit/Basic.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake.h"
+
+#define POSTERS 4
+#define PER	3000 /* WRs per poster */
+#define DEPTH	64
+
+static struct sverbs_config cfg;
+static struct sverbs_cq *scq;
+static struct sverbs_qp *sqp[POSTERS];
+static int nqp;
+static atomic_int count[POSTERS][PER];
+static atomic_int delivered, bad_status, unknown;
+static atomic_bool posters_done;
+
+struct poster {
+	int t;
+	struct sverbs_qp *q;
+};
+
+static void *poster(void *arg)
+{
+	struct poster *p = arg;
+	unsigned int seed = 77u + (unsigned int)p->t;
+	int i;
+
+	for (i = 0; i < PER;) {
+		struct ibv_sge sge = { .addr = 0x10000000ull + (uint64_t)i * 64,
+				       .length = rand_r(&seed) % 3
+							 ? 64
+							 : 3 * 4096 + 100,
+				       .lkey = 7 };
+		struct ibv_send_wr wr = {}, *bad = NULL;
+		int ret;
+
+		wr.wr_id = (uint64_t)p->t << 32 | (uint64_t)i;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = rand_r(&seed) % 2 ? IBV_WR_RDMA_WRITE : IBV_WR_SEND;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		if (rand_r(&seed) % 2)
+			wr.send_flags |= SVERBS_PRIO(rand_r(&seed) % 8);
+		wr.wr.rdma.remote_addr = 0x20000000ull;
+		wr.wr.rdma.rkey = 9;
+		ret = sverbs_post_send(p->q, &wr, &bad);
+		if (ret == ENOMEM) { /* every slot taken: wait for the poller */
+			sched_yield();
+			continue;
+		}
+		CU_ASSERT_EQUAL(ret, 0);
+		if (ret)
+			break;
+		i++;
+	}
+	return NULL;
+}
+
+static void *poller(void *arg)
+{
+	struct ibv_wc wc[16];
+	int total = *(int *)arg, n, i, k, rounds = 0;
+
+	while (atomic_load(&delivered) < total) {
+		for (k = 0; k < nqp; k++)
+			fk_complete(k, 5);
+		n = sverbs_poll_cq(scq, 1 + rounds % 16, wc);
+		for (i = 0; i < n; i++) {
+			uint64_t t = wc[i].wr_id >> 32,
+				 j = wc[i].wr_id & 0xffffffff;
+
+			if (wc[i].status != IBV_WC_SUCCESS)
+				atomic_fetch_add(&bad_status, 1);
+			if (t >= POSTERS || j >= PER)
+				atomic_fetch_add(&unknown, 1);
+			else
+				atomic_fetch_add(&count[t][j], 1);
+			atomic_fetch_add(&delivered, 1);
+		}
+		if (++rounds % 64 == 0)
+			sverbs_req_notify_cq(scq, 0);
+		if (!n)
+			sched_yield();
+		if (rounds > 50000000) /* a hang: fail, do not wait forever */
+			break;
+	}
+	return NULL;
+}
+
+static void run(bool shared_qp, uint32_t budget_us)
+{
+	struct ibv_qp_init_attr_ex a = {};
+	struct poster p[POSTERS];
+	pthread_t th[POSTERS], pt;
+	int total = POSTERS * PER, i, j;
+
+	sverbs_config_defaults(&cfg);
+	cfg.passthrough = false; /* the queue path */
+	cfg.slice_bytes = 4096;
+	cfg.window_slices = 2;
+	cfg.cq_headroom = 32;
+	cfg.batch_budget_us = budget_us;
+	nqp = shared_qp ? 1 : POSTERS;
+	fk_init(nqp * DEPTH * 2 + (int)cfg.cq_headroom);
+	scq = sverbs_cq_create(&fk_adapter, fk_cq(), &cfg);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(scq);
+	for (i = 0; i < nqp; i++) {
+		struct ibv_qp *qp = fk_qp(i, IBV_QPT_RC, DEPTH, false);
+
+		a.cap.max_send_wr = DEPTH;
+		a.cap.max_send_sge = 2;
+		a.cap.max_inline_data = 64;
+		a.qp_type = IBV_QPT_RC;
+		a.send_cq = fk_cq();
+		sqp[i] = sverbs_qp_create(&fk_adapter, qp, scq, &a, &cfg);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(sqp[i]);
+	}
+	memset(count, 0, sizeof(count));
+	atomic_store(&delivered, 0);
+	atomic_store(&bad_status, 0);
+	atomic_store(&unknown, 0);
+	atomic_store(&posters_done, false);
+	pthread_create(&pt, NULL, poller, &total);
+	for (i = 0; i < POSTERS; i++) {
+		p[i].t = i;
+		p[i].q = sqp[shared_qp ? 0 : i];
+		pthread_create(&th[i], NULL, poster, &p[i]);
+	}
+	for (i = 0; i < POSTERS; i++)
+		pthread_join(th[i], NULL);
+	atomic_store(&posters_done, true);
+	pthread_join(pt, NULL);
+	CU_ASSERT_EQUAL(atomic_load(&delivered), total);
+	CU_ASSERT_EQUAL(atomic_load(&bad_status), 0);
+	CU_ASSERT_EQUAL(atomic_load(&unknown), 0);
+	for (i = 0; i < POSTERS; i++)
+		for (j = 0; j < PER; j++)
+			if (atomic_load(&count[i][j]) != 1) {
+				CU_FAIL("a WR did not complete exactly once");
+				fprintf(stderr,
+					"mt: WR %d/%d completed %d times\n", i,
+					j, atomic_load(&count[i][j]));
+				i = POSTERS;
+				break;
+			}
+	CU_ASSERT_FALSE(fk->cq_overflow);
+	CU_ASSERT_EQUAL(fk->leaks, 0);
+	for (i = 0; i < nqp; i++) {
+		sverbs_qp_destroy_pre(sqp[i]);
+		sverbs_qp_destroy_post(sqp[i], 0);
+	}
+	sverbs_cq_destroy(scq);
+	fk_fini();
+}
+
+static void test_one_qp(void)
+{
+	run(true, 0);
+}
+
+static void test_one_qp_budget(void)
+{
+	run(true, 100);
+}
+
+static void test_qps_one_cq(void)
+{
+	run(false, 0);
+}
+
+static void test_qps_one_cq_budget(void)
+{
+	run(false, 100);
+}
+
+int main(void)
+{
+	unsigned int fails;
+	CU_pSuite s;
+
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("mt", NULL, NULL);
+	CU_add_test(s, "posters_one_qp", test_one_qp);
+	CU_add_test(s, "posters_one_qp_budget", test_one_qp_budget);
+	CU_add_test(s, "posters_qps_one_cq", test_qps_one_cq);
+	CU_add_test(s, "posters_qps_one_cq_budget", test_qps_one_cq_budget);
+	CU_basic_set_mode(CU_BRM_VERBOSE);
+	CU_basic_run_tests();
+	fails = CU_get_number_of_failures();
+	CU_cleanup_registry();
+	return fails ? 1 : 0;
+}

@@ -1,0 +1,76 @@
+#!/bin/bash
+# fuzz.sh - build the libFuzzer targets with Debian's clang and run them.
+#
+#   scripts/fuzz.sh [--out DIR] [--short | --runs N | --time S] [TARGET...]
+#
+#   TARGET     config (common/config.c's parser) and/or wr (WR sequences
+#              against the fake adapter, the reference model as oracle);
+#              default both
+#   --short    CI: each target for 20 s from its seed corpus (the default)
+#   --runs N   each target for N executions
+#   --time S   each target for S seconds
+#   --out DIR  build and working corpora there (default build-fuzz/)
+#   SVERBS_PREFIX  rdma-core prefix for <infiniband/verbs.h> (build/prefix)
+#   FUZZ_SANITIZE  sanitizers besides fuzzer (default address,undefined;
+#              ASan costs the wr target 4x: long runs may use undefined)
+#
+# Seeds: fuzz/corpus/<target>/ (in the repository).  New inputs go to
+# DIR/corpus/<target>/, never into the repository; a crash leaves its input
+# in DIR/ (crash-*), replay it with DIR/fuzz_<target> FILE.
+# Needs clang and libclang-rt-14-dev (scripts/setup.sh installs them).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
+OUT=$ROOT/build-fuzz
+MODE=(-max_total_time=20)
+TARGETS=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--out) OUT=$2; shift 2 ;;
+	--short) MODE=(-max_total_time=20); shift ;;
+	--runs) MODE=(-runs="$2"); shift 2 ;;
+	--time) MODE=(-max_total_time="$2"); shift 2 ;;
+	config | wr) TARGETS+=("$1"); shift ;;
+	*) echo "fuzz: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(config wr)
+PREFIX=${SVERBS_PREFIX:-$ROOT/build/prefix}
+CC=${CLANG:-clang}
+command -v "$CC" >/dev/null ||
+	{ echo "fuzz: FAIL: no clang (apt-get install clang libclang-rt-14-dev)" >&2; exit 1; }
+[ -r "$PREFIX/include/infiniband/verbs.h" ] ||
+	{ echo "fuzz: FAIL: no $PREFIX/include/infiniband/verbs.h (run scripts/setup.sh, or set SVERBS_PREFIX)" >&2; exit 1; }
+mkdir -p "$OUT"
+SAN=${FUZZ_SANITIZE:-address,undefined}
+FLAGS=(-std=gnu11 -g -O1 -fsanitize=fuzzer,$SAN
+	-fno-sanitize-recover=all -I"$PREFIX/include" -I"$ROOT/include"
+	-I"$ROOT/common" -I"$ROOT/sched" -I"$ROOT/batch" -I"$ROOT/sched/tests")
+build() { # target sources...
+	local t=$1
+	shift
+	echo "fuzz: building fuzz_$t"
+	"$CC" "${FLAGS[@]}" -o "$OUT/fuzz_$t" "$@" -lpthread
+	echo "$SAN" >"$OUT/fuzz_$t.sanitizers"
+}
+rc=0
+for t in "${TARGETS[@]}"; do
+	case $t in
+	config) build config "$ROOT/fuzz/fuzz_config.c" "$ROOT/common/config.c" ;;
+	wr) build wr "$ROOT/fuzz/fuzz_wr.c" "$ROOT/sched/tests/model_run.c" \
+		"$ROOT/sched/tests/fake.c" "$ROOT"/sched/*.c "$ROOT"/batch/*.c \
+		"$ROOT/common/config.c" ;;
+	esac
+	mkdir -p "$OUT/corpus/$t"
+	# a WR input of 1 KiB is ~250 decisions: short runs, many of them
+	EXTRA=()
+	[ "$t" = wr ] && EXTRA=(-max_len=1024)
+	echo "fuzz: running fuzz_$t ${MODE[*]} ($SAN)"
+	(cd "$OUT" && ASAN_OPTIONS=detect_leaks=1 ./"fuzz_$t" "${MODE[@]}" "${EXTRA[@]}" \
+		-print_final_stats=1 "corpus/$t" "$ROOT/fuzz/corpus/$t") 2>&1 |
+		tee "$OUT/fuzz_$t.log" | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY|fuzz_wr:|Done)" || true
+	if ! grep -q "^Done\|DONE" "$OUT/fuzz_$t.log" || grep -q "==ERROR\|deadly signal\|SUMMARY: " "$OUT/fuzz_$t.log"; then
+		echo "fuzz: fuzz_$t FAILED (see $OUT/fuzz_$t.log)"
+		rc=1
+	fi
+done
+exit $rc

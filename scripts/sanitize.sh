@@ -1,0 +1,53 @@
+#!/bin/bash
+# sanitize.sh - build our code and its unit tests with sanitizers and run
+# them (what CI calls for "the unit suite and the randomized test under
+# ASan+UBSan"; TSan runs the concurrency test).
+#
+#   scripts/sanitize.sh            both: build-asan/ and build-tsan/
+#   scripts/sanitize.sh asan|tsan  one of them
+#   SVERBS_PREFIX=...              the rdma-core prefix whose headers to use
+#                                  (default build/prefix, made by setup.sh)
+#
+# ASan+UBSan (build-asan/, -Db_sanitize=address,undefined, no recovery): the
+# unit tests sched, batch, config, model (the randomized differential test,
+# plus a 10^6-WR run of it) and mt.  TSan (build-tsan/): mt, several threads
+# posting to one QP / to QPs of one CQ while another polls, with and without
+# a batching budget.  rdma-core itself (the providers) is not rebuilt here:
+# the builds take its headers from SVERBS_PREFIX.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
+cd "$ROOT"
+PREFIX=${SVERBS_PREFIX:-$ROOT/build/prefix}
+[ -r "$PREFIX/include/infiniband/verbs.h" ] ||
+	{ echo "sanitize: no $PREFIX/include/infiniband/verbs.h (run scripts/setup.sh first, or set SVERBS_PREFIX)" >&2; exit 1; }
+WHICH=${1:-all}
+rc=0
+
+setup() { # dir sanitizers
+	if [ ! -f "$1/build.ninja" ]; then
+		meson setup "$1" -Db_sanitize="$2" -Db_lundef=false \
+			-Dbuildtype=debugoptimized -Drdma_core_prefix="$PREFIX" \
+			-Dc_args=-fno-sanitize-recover=all >/dev/null
+	else
+		meson configure "$1" -Drdma_core_prefix="$PREFIX" >/dev/null
+	fi
+}
+
+if [ "$WHICH" = all ] || [ "$WHICH" = asan ]; then
+	setup build-asan address,undefined
+	meson compile -C build-asan test_sched test_batch test_config test_model test_mt
+	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+	meson test -C build-asan --no-rebuild --print-errorlogs --num-processes 1 \
+		sched batch config model mt || rc=1
+	echo "sanitize: asan: the randomized test, 10^6 WRs"
+	build-asan/sched/tests/test_model --wrs-total 1000000 --wrs 5000 || rc=1
+fi
+if [ "$WHICH" = all ] || [ "$WHICH" = tsan ]; then
+	setup build-tsan thread
+	meson compile -C build-tsan test_mt
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+		meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 mt || rc=1
+fi
+[ $rc = 0 ] && echo "sanitize: clean" || echo "sanitize: FAILED"
+exit $rc
