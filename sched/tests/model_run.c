@@ -578,6 +578,18 @@ static int mdl_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	return ret;
 }
 
+/*
+ * What "the send queue is full" means is the adapter's (sq_full): here the
+ * model's.  An ENOMEM it injects is a full queue, as the fake's own ENOMEM
+ * for a queue at its depth; any other injected errno is a refusal.
+ */
+static bool mdl_sq_full(struct ibv_qp *qp, int err,
+			const struct ibv_send_wr *bad)
+{
+	(void)qp;
+	return err == ENOMEM && bad;
+}
+
 /* ------------------------------------------------------------ completions */
 
 static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
@@ -935,7 +947,11 @@ static uint8_t level_of(const struct mwr *w, unsigned int flags)
 
 	if (p >= 0)
 		return (uint8_t)p;
-	if (M->cfg.small_msg_bytes && w->len <= M->cfg.small_msg_bytes)
+	/* never a WR the peer sees: it would overtake the data it announces */
+	if (M->cfg.small_msg_bytes && w->len <= M->cfg.small_msg_bytes &&
+	    w->op != IBV_WR_SEND && w->op != IBV_WR_SEND_WITH_IMM &&
+	    w->op != IBV_WR_SEND_WITH_INV &&
+	    w->op != IBV_WR_RDMA_WRITE_WITH_IMM)
 		return 0;
 	return (uint8_t)M->cfg.default_prio;
 }
@@ -1405,6 +1421,7 @@ uint64_t model_run(const struct model_opts *o, struct model_result *res)
 	random_config(&m.cfg, o->timing);
 	m.ad = fk_adapter;
 	m.ad.post_send = mdl_post_send;
+	m.ad.sq_full = mdl_sq_full;
 	/* room for the completions of MQ QPs of 64 and one destroyed set */
 	m.app_cqe = 2 * MQ * 64;
 	fake_init(m.app_cqe + (int)m.cfg.cq_headroom, o->data != NULL);
