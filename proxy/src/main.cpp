@@ -14,6 +14,16 @@
 
 using namespace sv;
 
+namespace {
+// Test hook (proxy/tests/int/faults.py reload-during-drain): widen the window between a
+// worker's end and the main thread learning about it, where a SIGHUP used to reach a
+// destroyed worker.
+void test_exit_delay() {
+    if (const char* v = std::getenv("SVERBS_PROXY_TEST_EXIT_DELAY_MS"))
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(v)));
+}
+}  // namespace
+
 int main(int argc, char** argv) {
     CLI::App app{"sverbs-proxy: batching HTTP proxy over an RDMA (or TCP) RPC channel"};
     std::string config_path;
@@ -124,6 +134,7 @@ int main(int argc, char** argv) {
                 run_ingress_worker(std::move(ctx), ready);
             else
                 run_egress_worker(std::move(ctx), ready);
+            test_exit_delay();
             {
                 std::lock_guard lk(mu);
                 controls[i] = nullptr;
