@@ -99,7 +99,10 @@ int64_t SloController::fill_budget_ns(uint32_t target) const {
 }
 
 bool SloController::should_shed(size_t ahead, int64_t now) const {
-    if (!modelled()) return false;
+    // Nothing ahead: always admit.  An idle upstream must serve (work-conserving), and its
+    // batches keep the model fresh -- shedding everything when S(1) alone is over the target
+    // would starve the model of the measurements that could show the service recovered.
+    if (!modelled() || ahead == 0) return false;
     const uint32_t b = p_.max_batch;
     const double s = alpha_ + beta_ * b;
     const double cap = b * 1e9 / std::max(1.0, s);  // requests per second at most

@@ -177,6 +177,7 @@ connections = 1
 [[upstream]]
 name = "compute"
 class = "latency"
+slo_p99_ms = 5000
 service = "127.0.0.1:{self.p_svc}"
 pool = 2
 service_timeout_ms = 3000
@@ -443,6 +444,7 @@ def fake_upstream(port, prefix="/f", pool=1, pipeline=1):
     return f"""
 [[upstream]]
 name = "fake"
+slo_p99_ms = 5000
 service = "127.0.0.1:{port}"
 pool = {pool}
 pipeline = {pipeline}
@@ -789,6 +791,7 @@ address = "slow.sverbs.test:{dead}"
 [[upstream]]
 name = "compute"
 egress = ["local"]
+slo_p99_ms = 5000
 service = "127.0.0.1:{st.p_svc}"
 
 [[upstream]]

@@ -79,7 +79,7 @@ metrics_listen = "127.0.0.1:$P_MET"
 [[upstream]]
 name = "compute"
 class = "latency"
-slo_p99_ms = 50
+slo_p99_ms = 2000   # correctness test on a shared host: no SLO shedding wanted here
 service = "127.0.0.1:$P_SVC"
 pool = 2
 pipeline = 8

@@ -87,6 +87,13 @@ void test_sheds_beyond_capacity() {
     for (uint32_t b : {1u, 8u, 32u, 64u}) c.on_batch(b, 2 * kMs + b * 100'000);
     CU_ASSERT_FALSE(c.should_shed(10, 0));
     CU_ASSERT(c.should_shed(1000, 0));
+    // A service slower than the target by itself: an idle upstream still admits (and keeps
+    // measuring), what would queue behind is shed.
+    SloController slow;
+    slow.reset(params());
+    for (uint32_t b : {1u, 2u, 4u, 8u}) slow.on_batch(b, 80 * kMs + b * 100'000);
+    CU_ASSERT_FALSE(slow.should_shed(0, 0));
+    CU_ASSERT(slow.should_shed(1, 0));
 }
 
 }  // namespace
