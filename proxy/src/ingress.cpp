@@ -666,7 +666,9 @@ void Ingress::on_frame(Channel& ch, const FrameHeader& h, std::string_view paylo
         int64_t lat = now - c.arrival;
         u.m->latency.observe(lat / 1e9);
         u.policy.on_latency(lat, now);
-        end_waiting(c, true);
+        // The egress's own 502/503/504 (service down, timed out) are no service time: they
+        // would teach the model a service as slow as service_timeout_ms.
+        end_waiting(c, r.status != 502 && r.status != 503 && r.status != 504);
         respond(c, r.status, r.headers, r.body);
         after_response(c);
     }
