@@ -80,6 +80,7 @@ metrics_listen = "127.0.0.1:$P_MET"
 name = "compute"
 class = "latency"
 slo_p99_ms = 2000   # correctness test on a shared host: no SLO shedding wanted here
+controller = "aimd" # the pipelining check below needs the batches of the AIMD rule
 service = "127.0.0.1:$P_SVC"
 pool = 2
 pipeline = 8
