@@ -25,6 +25,7 @@ PACKAGES=(
 	libfmt-dev libspdlog-dev nlohmann-json3-dev libopenblas-dev
 	libbenchmark-dev wrk nginx haproxy openmpi-bin libopenmpi-dev
 	ucx-utils python3-matplotlib
+	systemd # systemd-socket-activate: the proxy-fault-systemd-notify test
 )
 
 if [ "${SVERBS_SKIP_APT:-0}" != 1 ]; then

@@ -97,8 +97,8 @@ PIDS+=($!)
 
 proxy_conf tcp 18083 17003 "$PIPELINE" > "$D/tcp.toml"
 proxy_conf rdma 18084 17004 "$PIPELINE" > "$D/rdma.toml"
-proxy_conf tcp 18085 17005 > "$D/tcp-base.toml"
-proxy_conf rdma 18086 17006 > "$D/rdma-base.toml"
+proxy_conf tcp 18085 17005 "" base > "$D/tcp-base.toml"
+proxy_conf rdma 18086 17006 "" base > "$D/rdma-base.toml"
 for t in tcp rdma ${BASE:+tcp-base rdma-base}; do
     bin=$PROXY
     case $t in *-base) bin=$BASE ;; esac
@@ -199,7 +199,7 @@ for f in "$D"/nginx/error.log "$D"/haproxy.log "$D"/*-ingress.log "$D"/*-egress.
 done
 # proxies still healthy at the end, and what their metrics say about batching
 for t in tcp rdma ${BASE:+tcp-base rdma-base}; do
-    curl -s -m 5 "$(url_of $t)/metrics" | grep -E '^sverbs_proxy_(batch_size_(sum|count)|channel_credit_stalls_total|channel_large_frames_total)' |
+    curl -s -m 5 "$(imet_of $t)/metrics" | grep -E '^sverbs_proxy_(batch_size_(sum|count)|channel_credit_stalls_total|channel_large_frames_total)' |
         sed "s/^/# $t: /" >&2
 done
 for t in tcp rdma ${BASE:+tcp-base rdma-base}; do

@@ -48,6 +48,6 @@ for t in "${TARGETS[@]}"; do
     perf report -i "$D/$t.data" --no-children --sort comm,dso,sym --stdio -g none 2> /dev/null | grep -v '^$' | head -120 > "$OUT/$t-sym.txt"
     perf report -i "$D/$t.data" --children --sort comm,sym --stdio -g none 2> /dev/null | grep -v '^$' | head -150 > "$OUT/$t-children.txt"
     perf report -i "$D/$t.data" --no-children --sort comm,dso --stdio -g none 2> /dev/null | grep -v '^$' | head -60 > "$OUT/$t-dso.txt"
-    [ $t != direct ] && curl -s "$(url_of $t)/metrics" | grep -E '^sverbs_proxy_(batch_size_(sum|count)|channel_frames)' > "$OUT/$t-metrics.txt"
+    [ $t != direct ] && curl -s "$(imet_of $t)/metrics" | grep -E '^sverbs_proxy_(batch_size_(sum|count)|channel_frames)' > "$OUT/$t-metrics.txt"
     echo "profiled $t: $(grep Requests/sec "$OUT/$t-wrk.txt")" >&2
 done

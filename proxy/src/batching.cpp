@@ -16,6 +16,11 @@ void BatchPolicy::reset(const BatchParams& p) {
     n_ = 0;
     window_start_ = -1;
     stats_ = {};
+    slo_.reset({p_.slo_ns, std::max<uint32_t>(1, p_.max_batch), 0.8});
+    if (p_.model && p_.adaptive) {
+        target_ = 1;
+        budget_ns_ = 0;
+    }
 }
 
 void BatchPolicy::update_params(const BatchParams& p) {
@@ -29,6 +34,28 @@ void BatchPolicy::update_params(const BatchParams& p) {
     }
     target_ = std::clamp<uint32_t>(target_, 1, std::max<uint32_t>(1, p_.max_batch));
     budget_ns_ = std::clamp<int64_t>(budget_ns_, 0, p_.max_delay_ns);
+    slo_.update({p_.slo_ns, std::max<uint32_t>(1, p_.max_batch), 0.8});
+}
+
+void BatchPolicy::on_arrival(int64_t now) {
+    if (!p_.model || !p_.adaptive) return;
+    slo_.on_arrival(now);
+}
+
+void BatchPolicy::on_batch(uint32_t size, int64_t service_ns, int64_t now) {
+    if (!p_.model || !p_.adaptive) return;
+    slo_.on_batch(size, service_ns);
+    retarget(now);
+}
+
+void BatchPolicy::retarget(int64_t now) {
+    uint32_t t = slo_.target(now);
+    if (t > target_)
+        ++stats_.increases;
+    else if (t < target_)
+        ++stats_.decreases;
+    target_ = std::clamp<uint32_t>(t, 1, std::max<uint32_t>(1, p_.max_batch));
+    budget_ns_ = std::min(p_.max_delay_ns, slo_.fill_budget_ns(target_));
 }
 
 bool BatchPolicy::should_flush(size_t queued, int64_t oldest_ns, int64_t now_ns,
@@ -36,10 +63,12 @@ bool BatchPolicy::should_flush(size_t queued, int64_t oldest_ns, int64_t now_ns,
     if (queued == 0) return false;
     if (queued >= target_) return true;
     if (now_ns - oldest_ns >= budget_ns_) return true;
+    if (p_.model && p_.adaptive) return p_.eager_when_idle && inflight == 0;
     return p_.eager_when_idle && inflight < p_.max_inflight_batches;
 }
 
 uint32_t BatchPolicy::take(size_t queued, size_t ways) const {
+    if (p_.model && p_.adaptive) return target_;
     size_t share = (queued + std::max<size_t>(1, ways) - 1) / std::max<size_t>(1, ways);
     size_t cap = std::max<size_t>(target_, p_.max_batch);
     return static_cast<uint32_t>(std::max<size_t>(target_, std::min(share, cap)));
@@ -62,6 +91,7 @@ void BatchPolicy::close_window() {
     n_ = 0;
     stats_.last_p99_ns = p99;
     ++stats_.windows;
+    if (p_.model) return;  // the model sets the target (on_batch); p99 is reported only
     if (p99 > p_.slo_ns) {
         budget_ns_ /= 2;
         target_ = target_ > 1 ? target_ - std::max<uint32_t>(1, target_ / 4) : 1;

@@ -18,11 +18,19 @@
 // requests that have arrived would otherwise leave in more, smaller batches in the same loop
 // turn, each paying a frame (and, at the egress, a service write) of its own -- under
 // overload, when the objective is missed and the target shrinks, that made batches of one.
+//
+// controller = "slo" (model = true, the default in the configuration): the size target and
+// the delay budget come from SloController (slo.hpp): measured batch service time S(b) and
+// arrival rate against the p99 target; a batch takes at most the target; the eager rule only
+// fires when nothing of this upstream is in flight; should_shed() says when a request cannot
+// meet the target (503 + Retry-After).  "aimd" keeps the rule above.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+
+#include "slo.hpp"
 
 namespace sv {
 
@@ -35,6 +43,7 @@ struct BatchParams {
     bool adaptive = true;
     bool eager_when_idle = true;
     uint32_t max_inflight_batches = 2;
+    bool model = false;  // SloController instead of AIMD
 };
 
 class BatchPolicy {
@@ -57,6 +66,14 @@ class BatchPolicy {
 
     // One completed request: time from arrival at the ingress to response ready.
     void on_latency(int64_t latency_ns, int64_t now_ns);
+    // Model inputs: a request arrived; a batch of `size` was answered `service_ns` after it
+    // left.
+    void on_arrival(int64_t now_ns);
+    void on_batch(uint32_t size, int64_t service_ns, int64_t now_ns);
+    bool should_shed(size_t ahead, int64_t now_ns) const {
+        return p_.model && p_.adaptive && slo_.should_shed(ahead, now_ns);
+    }
+    const SloController& slo() const { return slo_; }
 
     struct Stats {
         int64_t last_p99_ns = 0;
@@ -66,8 +83,10 @@ class BatchPolicy {
 
   private:
     void close_window();
+    void retarget(int64_t now_ns);
 
     BatchParams p_;
+    SloController slo_;
     uint32_t target_ = 1;
     int64_t budget_ns_ = 0;
     std::array<int64_t, kMaxSamples> samples_{};

@@ -36,7 +36,7 @@ class ChannelCore {
         switch (h.type) {
             case FrameType::Requests:
             case FrameType::Responses:
-                if (ret.owed() >= my_window_)
+                if (ret.owed() + ret.held() >= my_window_)
                     return make_error("peer sent a data frame without credit");
                 return Action::Deliver;
             case FrameType::Ping:
@@ -51,6 +51,18 @@ class ChannelCore {
             default:
                 return make_error("unexpected frame type");
         }
+    }
+
+    // Deliver a data frame to `deliver(hold)`; its credit is returned now unless the
+    // receiver asked to hold it (Channel::hold_credit), then on release().
+    template <class Fn>
+    void deliver(Fn&& fn) {
+        bool hold = false;
+        fn(hold);
+        if (hold)
+            ret.hold(1);
+        else
+            ret.consumed(1);
     }
 
     // Fill the credit field of an outgoing header; spends a send credit for data frames.

@@ -12,8 +12,20 @@
 
 namespace sv {
 
+// What went wrong, for code that acts on it (never compare messages); the message is for
+// people.
+enum class Errc : uint8_t {
+    Other = 0,
+    NoCredit,     // a data frame must wait: no credit, no send slot, no ring space
+    ChannelDown,  // the channel is not up
+    Protocol,     // the peer broke the channel protocol
+    Resolve,      // an address could not be resolved
+    Config,       // the configuration is invalid
+};
+
 struct Error {
     std::string message;
+    Errc code = Errc::Other;
 };
 
 // Minimal stand-in for std::expected (not available in g++ 12).
@@ -51,7 +63,10 @@ class [[nodiscard]] Result<void> {
 using Status = Result<void>;
 
 inline Error make_error(std::string msg) {
-    return Error{std::move(msg)};
+    return Error{std::move(msg), Errc::Other};
+}
+inline Error make_error(Errc code, std::string msg) {
+    return Error{std::move(msg), code};
 }
 
 // The monotonic clock, read now.

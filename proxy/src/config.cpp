@@ -1,7 +1,12 @@
 #include "config.hpp"
 
 #include <fmt/format.h>
+#include <netdb.h>
+#include <sys/un.h>
 #include <toml++/toml.h>
+
+#include <cstddef>
+#include <cstring>
 
 #include <algorithm>
 #include <charconv>
@@ -292,6 +297,10 @@ void parse_into(const toml::table& root, Config& c) {
         ir.integer("request_timeout_ms", in.request_timeout_ms, 1, 3600000);
         ir.integer("drain_timeout_ms", in.drain_timeout_ms, 0, 3600000);
         ir.string("metrics_path", in.metrics_path);
+        Endpoint mep;
+        if (ir.endpoint("metrics_listen", mep)) in.metrics_listen = mep;
+        ir.size("connection_buffer_bytes", in.connection_buffer_bytes, 4096, 1ull << 32);
+        ir.size("memory_limit_bytes", in.memory_limit_bytes, 1u << 20, 1ull << 40);
         ir.string("access_log", in.access_log);
         if (!in.metrics_path.empty() && in.metrics_path[0] != '/')
             ir.fail(t->get("metrics_path")->source(), "[ingress] metrics_path must start with '/'");
@@ -303,6 +312,10 @@ void parse_into(const toml::table& root, Config& c) {
                 er.endpoint("address", h.address, true);
                 er.integer("connections", h.connections, 1, 64);
                 er.string("source", h.source);
+                if (!h.source.empty()) {
+                    h.source_ep.host = h.source;
+                    h.source_ep.text = h.source;
+                }
                 er.finish();
                 for (auto& o : in.egress)
                     if (o.name == h.name)
@@ -359,6 +372,15 @@ void parse_into(const toml::table& root, Config& c) {
             ur.integer("initial_batch", u.initial_batch, 1, 65535);
             ur.integer("initial_delay_us", u.initial_delay_us, 0, 60000000);
             ur.boolean("adaptive", u.adaptive);
+            std::string ctl;
+            if (ur.string("controller", ctl)) {
+                if (ctl == "slo")
+                    u.model = true;
+                else if (ctl == "aimd")
+                    u.model = false;
+                else
+                    ur.fail_here(fmt::format("[upstream] controller '{}' must be \"slo\" or \"aimd\"", ctl));
+            }
             ur.boolean("eager_when_idle", u.eager_when_idle);
             ur.integer("max_inflight_batches", u.max_inflight_batches, 1, 1024);
             Endpoint svc;
@@ -438,6 +460,61 @@ Result<Config> load_config(const std::string& path) {
     std::stringstream ss;
     ss << in.rdbuf();
     return parse_config(ss.str(), path);
+}
+
+Result<SockAddr> resolve_now(const Endpoint& ep) {
+    SockAddr a;
+    if (ep.kind == Endpoint::Kind::Unix) {
+        auto* un = reinterpret_cast<sockaddr_un*>(&a.addr);
+        un->sun_family = AF_UNIX;
+        std::memcpy(un->sun_path, ep.path.c_str(), ep.path.size() + 1);
+        a.len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + ep.path.size() + 1);
+        a.family = AF_UNIX;
+        return a;
+    }
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    std::string port = std::to_string(ep.port);
+    int rc = getaddrinfo(ep.host.c_str(), port.c_str(), &hints, &res);
+    if (rc != 0 || !res)
+        return make_error(fmt::format("cannot resolve {}: {}", ep.text, gai_strerror(rc)));
+    std::memcpy(&a.addr, res->ai_addr, res->ai_addrlen);
+    a.len = res->ai_addrlen;
+    a.family = res->ai_family;
+    freeaddrinfo(res);
+    return a;
+}
+
+Status resolve_addresses(Config& c, Role role) {
+    auto one = [&](Endpoint& ep, std::string_view what) -> Status {
+        if (ep.kind == Endpoint::Kind::Tcp && ep.host.empty()) return {};
+        auto a = resolve_now(ep);
+        if (!a) return make_error(fmt::format("{}: {}: {}", c.source, what, a.error().message));
+        ep.addr = a.value();
+        return {};
+    };
+    if (role == Role::Ingress && c.ingress.present) {
+        if (auto st = one(c.ingress.listen, "[ingress] listen"); !st) return st;
+        if (c.ingress.metrics_listen)
+            if (auto st = one(*c.ingress.metrics_listen, "[ingress] metrics_listen"); !st)
+                return st;
+        for (auto& h : c.ingress.egress) {
+            if (auto st = one(h.address, "egress host " + h.name); !st) return st;
+            if (auto st = one(h.source_ep, "egress host " + h.name + " source"); !st) return st;
+        }
+    }
+    if (role == Role::Ingress) return {};
+    if (c.egress.present) {
+        if (auto st = one(c.egress.listen, "[egress] listen"); !st) return st;
+        if (c.egress.metrics_listen)
+            if (auto st = one(*c.egress.metrics_listen, "[egress] metrics_listen"); !st) return st;
+    }
+    for (auto& u : c.upstreams)
+        if (u.service)
+            if (auto st = one(*u.service, "upstream " + u.name + " service"); !st) return st;
+    return {};
 }
 
 }  // namespace sv

@@ -7,9 +7,17 @@
 #include <string_view>
 #include <vector>
 
+#include <sys/socket.h>
+
 #include "common.hpp"
 
 namespace sv {
+
+struct SockAddr {
+    sockaddr_storage addr{};
+    socklen_t len = 0;
+    int family = AF_INET;
+};
 
 struct Endpoint {
     enum class Kind { Tcp, Unix };
@@ -18,6 +26,9 @@ struct Endpoint {
     uint16_t port = 0;  // Tcp
     std::string path;   // Unix
     std::string text;   // as written
+    // Filled by resolve_addresses() at configuration time (main thread): an event loop never
+    // calls the resolver.  Empty for a Tcp endpoint not resolved yet.
+    std::optional<SockAddr> addr;
 };
 
 // "host:port", "[v6]:port", "unix:/path".
@@ -48,6 +59,7 @@ struct UpstreamConfig {
     uint32_t initial_batch = 8;
     int64_t initial_delay_us = 200;
     bool adaptive = true;
+    bool model = true;  // controller = "slo" (SloController) or "aimd"
     bool eager_when_idle = true;
     uint32_t max_inflight_batches = 2;
     // egress side
@@ -71,6 +83,7 @@ struct EgressHost {
     Endpoint address;
     uint32_t connections = 1;  // channels per ingress worker
     std::string source;        // local address to dial from (RDMA: picks the device); "" = any
+    Endpoint source_ep;        // source as an endpoint (port 0), resolved with the rest
 };
 
 struct IngressConfig {
@@ -87,7 +100,12 @@ struct IngressConfig {
     int64_t send_timeout_ms = 10000;     // a response not drained by the client
     int64_t request_timeout_ms = 10000;  // upstream answer (-> 504)
     int64_t drain_timeout_ms = 10000;
-    std::string metrics_path = "/metrics";
+    std::string metrics_path = "/metrics";       // on metrics_listen only
+    std::optional<Endpoint> metrics_listen;       // /metrics and /healthz (worker 0)
+    // Memory: request bytes buffered per connection (pipelined input + a body being read)
+    // before reading from it pauses, and per worker in total before new input is shed (503).
+    uint64_t connection_buffer_bytes = 256 * 1024;
+    uint64_t memory_limit_bytes = 256ull << 20;
     std::string access_log;
     std::vector<EgressHost> egress;
 };
@@ -118,5 +136,12 @@ struct Config {
 // Errors are "file:line: message".
 Result<Config> parse_config(std::string_view text, std::string_view source_name);
 Result<Config> load_config(const std::string& path);
+// Resolves every host name of the file (egress addresses and sources, services, listeners)
+// with getaddrinfo.  Called on the main thread at start and on SIGHUP, never on a loop.
+// Only what the role uses: an egress does not resolve the ingress's egress hosts.
+enum class Role { Ingress, Egress };
+Status resolve_addresses(Config& c, Role role);
+// Resolve one endpoint (getaddrinfo for a host name; numeric and unix paths directly).
+Result<SockAddr> resolve_now(const Endpoint& ep);
 
 }  // namespace sv

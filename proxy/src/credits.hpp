@@ -58,8 +58,18 @@ class ReturnWindow {
     void reset(uint32_t window) {
         window_ = window;
         owed_ = 0;
+        held_ = 0;
     }
     void consumed(uint32_t n = 1) { owed_ += n; }
+    // A frame whose credit the receiver keeps until its work is done (the egress: until its
+    // requests are answered), then release()s it: back-pressure reaches the sender.
+    void hold(uint32_t n = 1) { held_ += n; }
+    void release(uint32_t n = 1) {
+        n = std::min(n, held_);
+        held_ -= n;
+        owed_ += n;
+    }
+    uint32_t held() const { return held_; }
     uint32_t owed() const { return owed_; }
     // Hand everything owed to an outgoing frame header.
     uint32_t take() { return std::exchange(owed_, 0); }
@@ -69,6 +79,7 @@ class ReturnWindow {
   private:
     uint32_t window_ = 0;
     uint32_t owed_ = 0;
+    uint32_t held_ = 0;
 };
 
 inline uint64_t ring_round(uint64_t len) {

@@ -28,9 +28,25 @@ struct Job {
     uint64_t id = 0;
     std::string request;  // the whole HTTP/1.1 request as sent to the service
     bool head = false;
+    bool idempotent = false;  // RFC 9110 9.2.2: may be sent again if the first try is unknown
     int attempts = 0;
     int64_t start = 0;
+    uint32_t hold = UINT32_MAX;  // the request frame whose credit waits for this answer
 };
+
+// A request frame's credit, held until every request in it is answered (bounds the work
+// queued at the egress to credits x batch, and makes the ingress wait -- back-pressure).
+struct Hold {
+    uint32_t channel_id = 0;
+    uint64_t epoch = 0;
+    uint32_t remaining = 0;
+    bool armed = false;
+};
+
+bool idempotent_method(std::string_view m) {
+    return m == "GET" || m == "HEAD" || m == "OPTIONS" || m == "TRACE" || m == "PUT" ||
+           m == "DELETE";
+}
 
 struct ServiceConn final : StreamConn::Events {
     ServiceConn(Egress& w, Service& svc, size_t idx, Ring& ring, HttpLimits lim)
@@ -70,28 +86,16 @@ struct ChanOut {
     std::deque<std::string> ready;  // finished frames waiting for credit
 };
 
-class Egress final : public ChannelEvents, public WorkerControl {
+class Egress final : public ChannelEvents, public WorkerBase {
   public:
     explicit Egress(WorkerContext ctx) : ctx_(std::move(ctx)), cfg_(ctx_.cfg), m_(*ctx_.metrics) {}
-    ~Egress() override { ring_.shutdown(); }
+    ~Egress() override {
+        stop_control();
+        ring_.shutdown();
+    }
 
     Status init();
     int run(const ReadyFn& ready);
-
-    void drain() override {
-        {
-            std::lock_guard lk(ctl_mu_);
-            drain_req_ = true;
-        }
-        waker_->notify();
-    }
-    void reload(std::shared_ptr<const Config> cfg) override {
-        {
-            std::lock_guard lk(ctl_mu_);
-            reload_req_ = std::move(cfg);
-        }
-        waker_->notify();
-    }
 
     void on_channel_up(Channel& ch) override;
     void on_channel_down(Channel& ch) override;
@@ -108,12 +112,14 @@ class Egress final : public ChannelEvents, public WorkerControl {
     void dispatch(Service& s);
     void assign(ServiceConn& c, Service& s, size_t n);
     void start_answer(ServiceConn& c);
-    void requeue_or_fail(ServiceConn& c, bool count_attempt);
+    void requeue_or_fail(ServiceConn& c, bool not_processed);
+    void on_reload(std::shared_ptr<const Config> cfg) override;
+    void on_drain(int64_t now) override;
+    void release_hold(Job* j);
     void complete(Job* j, int status, std::string_view headers, std::string_view body);
     void fail(Job* j, int status, std::string_view why);
     void flush_out();
     void sweep(int64_t now);
-    void apply_control();
 
     WorkerContext ctx_;
     std::shared_ptr<const Config> cfg_;
@@ -125,13 +131,10 @@ class Egress final : public ChannelEvents, public WorkerControl {
     std::vector<std::unique_ptr<Job>> job_pool_;
     std::vector<Job*> job_free_;
     size_t jobs_live_ = 0;
-    std::unique_ptr<Waker> waker_;
+    std::vector<Hold> holds_;
+    std::vector<uint32_t> holds_free_;
     std::unique_ptr<SimpleServer> metrics_srv_;
-    std::mutex ctl_mu_;
-    bool drain_req_ = false;
-    std::shared_ptr<const Config> reload_req_;
-    bool draining_ = false;
-    int64_t drain_deadline_ = 0, next_sweep_ = 0;
+    int64_t next_sweep_ = 0;
     HttpLimits svc_limits_;
     ChannelStats dead_stats_;
     ChannelMetrics* cm_ = nullptr;
@@ -171,6 +174,7 @@ Status Egress::init() {
     to.channel = cfg_->channel;
     to.local_name = fmt::format("egress-{}-w{}", getpid(), ctx_.index);
     to.role = 2;
+    to.listen_fd = ctx_.listen_fd;
     if (cfg_->channel.transport == TransportKind::Rdma) {
         auto t = make_rdma_transport(ring_, to);
         if (!t) return t.error();
@@ -178,7 +182,7 @@ Status Egress::init() {
     } else {
         transport_ = make_tcp_transport(ring_, to);
     }
-    waker_ = std::make_unique<Waker>(ring_, [this] { apply_control(); });
+    start_control(ring_);
     if (auto st = transport_->listen(cfg_->egress.listen, *this); !st) return st;
     if (ctx_.index == 0 && cfg_->egress.metrics_listen) {
         metrics_srv_ = std::make_unique<SimpleServer>(
@@ -198,15 +202,8 @@ Status Egress::init() {
     return {};
 }
 
-void Egress::apply_control() {
-    std::shared_ptr<const Config> r;
-    bool d;
+void Egress::on_reload(std::shared_ptr<const Config> r) {
     {
-        std::lock_guard lk(ctl_mu_);
-        r = std::move(reload_req_);
-        d = std::exchange(drain_req_, false);
-    }
-    if (r) {
         for (auto& s : services_) {
             auto* u = r->upstream(s.name);
             if (!u || !u->service) continue;
@@ -225,15 +222,26 @@ void Egress::apply_control() {
         cfg_ = std::move(r);
         if (ctx_.index == 0) spdlog::info("configuration reloaded");
     }
-    if (d && !draining_) {
-        draining_ = true;
-        drain_deadline_ = now_ns() + cfg_->egress.drain_timeout_ms * kMs;
-        transport_->stop_listening();
-        if (metrics_srv_) metrics_srv_->stop();
-        // Goodbye: ingress stops sending new batches here; outstanding ones still finish.
-        for (auto& [id, o] : outs_) o.ch->goodbye();
-        if (ctx_.index == 0) spdlog::info("draining: {} requests in progress", jobs_live_);
-    }
+}
+
+void Egress::on_drain(int64_t now) {
+    drain_deadline_ = now + cfg_->egress.drain_timeout_ms * kMs;
+    transport_->stop_listening();
+    if (metrics_srv_) metrics_srv_->stop();
+    // Goodbye: ingress stops sending new batches here; outstanding ones still finish.
+    for (auto& [id, o] : outs_) o.ch->goodbye();
+    if (ctx_.index == 0) spdlog::info("draining: {} requests in progress", jobs_live_);
+}
+
+void Egress::release_hold(Job* j) {
+    if (j->hold == UINT32_MAX) return;
+    auto& h = holds_[j->hold];
+    uint32_t idx = std::exchange(j->hold, UINT32_MAX);
+    if (--h.remaining > 0 || !h.armed) return;
+    auto it = live_.find(h.channel_id);
+    if (it != live_.end() && it->second->epoch == h.epoch) it->second->release_credit();
+    h.armed = false;
+    holds_free_.push_back(idx);
 }
 
 Job* Egress::new_job() {
@@ -245,11 +253,14 @@ Job* Egress::new_job() {
     job_free_.pop_back();
     j->attempts = 0;
     j->request.clear();
+    j->hold = UINT32_MAX;
     jobs_live_++;
     return j;
 }
 
 void Egress::free_job(Job* j) {
+    release_hold(j);
+    if (j->request.capacity() > 64 * 1024) std::string().swap(j->request);
     job_free_.push_back(j);
     jobs_live_--;
 }
@@ -296,6 +307,15 @@ void Egress::on_frame(Channel& ch, const FrameHeader& h, std::string_view payloa
         if (s.name == up.value()) svc = &s;
     RequestRecord r;
     int64_t now = now_ns();
+    uint32_t hold;
+    if (!holds_free_.empty()) {
+        hold = holds_free_.back();
+        holds_free_.pop_back();
+    } else {
+        hold = static_cast<uint32_t>(holds_.size());
+        holds_.emplace_back();
+    }
+    holds_[hold] = Hold{ch.id, ch.epoch, 0, false};
     while (true) {
         auto more = rr.next(r);
         if (!more) {
@@ -310,6 +330,9 @@ void Egress::on_frame(Channel& ch, const FrameHeader& h, std::string_view payloa
         j->id = r.id;
         j->start = now;
         j->head = r.method == "HEAD";
+        j->idempotent = idempotent_method(r.method);
+        j->hold = hold;
+        holds_[hold].remaining++;
         if (!svc) {
             fail(j, 502, fmt::format("egress has no service for upstream '{}'\n", up.value()));
             continue;
@@ -318,14 +341,19 @@ void Egress::on_frame(Channel& ch, const FrameHeader& h, std::string_view payloa
         q.append(r.method).append(" ").append(r.url).append(" HTTP/1.1\r\n");
         q.append(r.headers);
         // Host is mandatory in HTTP/1.1; the client's is forwarded when present.
-        if (r.headers.find("Host:") == std::string_view::npos &&
-            r.headers.find("host:") == std::string_view::npos)
+        if (!has_header(r.headers, "host"))
             q.append("Host: ").append(svc->cfg.service->text).append("\r\n");
         if (!r.body.empty() || r.method == "POST" || r.method == "PUT" || r.method == "PATCH")
             q.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
         q.append("\r\n");
         q.append(r.body);
         svc->queue.push_back(j);
+    }
+    if (holds_[hold].remaining > 0) {
+        holds_[hold].armed = true;
+        ch.hold_credit();  // returned when the last of these requests is answered
+    } else {
+        holds_free_.push_back(hold);
     }
     if (svc) dispatch(*svc);
 }
@@ -352,11 +380,18 @@ void Egress::dispatch(Service& s) {
             m_.service_connections.add(1);
             c->connect_start = now_ns();
             if (auto st = c->s.connect(s.addr); !st) {
+                // socket() failed (EMFILE...): no operation is in flight on c, so it never
+                // reports on_closed -- give its pool slot back here, or the upstream would
+                // stay at `pool` open connections and answer 504 for good.
                 spdlog::warn("service {}: {}", s.name, st.error().message);
+                s.conns[idx].reset();
+                s.free_slots.push_back(idx);
+                s.open--;
+                m_.service_connections.add(-1);
+                m_.service_errors.inc();
                 Job* j = s.queue.front();
                 s.queue.pop_front();
                 fail(j, 502, "service connection failed\n");
-                c->s.close();
                 continue;
             }
         } else if (depth > 1) {
@@ -401,15 +436,17 @@ void Egress::start_answer(ServiceConn& c) {
 }
 
 // The connection ends with jobs still on it: jobs.front() (already handled by the caller)
-// is gone; the rest were sent but not answered.  They go back to the head of the queue, in
-// order, for a fresh connection -- once (a second failure is a 502), unless the service
-// told us it would not process them (Connection: close), which costs no attempt.
-void Egress::requeue_or_fail(ServiceConn& c, bool count_attempt) {
+// is gone; the rest were written but not answered, so the service may have executed them.
+// Only what may safely run twice goes back to the head of the queue, in order, for a fresh
+// connection, once (RFC 9110 9.2.2, 9112 9.3.1): an idempotent method, or any request when the
+// service said it would not process them (Connection: close, RFC 9112 9.6), which costs no
+// attempt.  The rest is answered 502: a POST is never executed twice.
+void Egress::requeue_or_fail(ServiceConn& c, bool not_processed) {
     while (!c.jobs.empty()) {
         Job* j = c.jobs.back();
         c.jobs.pop_back();
-        if (!count_attempt) j->attempts--;
-        if (j->attempts < 2) {
+        if (not_processed) j->attempts--;
+        if (j->attempts < 2 && (not_processed || j->idempotent)) {
             m_.service_retries.inc();
             c.svc.queue.push_front(j);
         } else {
@@ -446,7 +483,7 @@ void Egress::conn_data(ServiceConn& c, std::string_view data) {
         if (p.state == HttpParser::State::Error) {
             m_.service_errors.inc();
             fail(j, 502, fmt::format("bad response from service: {}\n", c.parser.error_name()));
-            requeue_or_fail(c, true);
+            requeue_or_fail(c, false);
             c.s.close();
             return;
         }
@@ -457,7 +494,7 @@ void Egress::conn_data(ServiceConn& c, std::string_view data) {
         if (!c.parser.keep_alive()) {
             // The service closes after this answer: what was pipelined behind it was not
             // processed and goes to another connection.
-            requeue_or_fail(c, false);
+            requeue_or_fail(c, true);
             c.s.close();
             return;
         }
@@ -485,15 +522,16 @@ void Egress::conn_closed(ServiceConn& c) {
         auto p = c.parser.feed_eof();
         if (p.state == HttpParser::State::Complete) {
             complete(j, c.parser.status, c.parser.headers, c.parser.body);
-            requeue_or_fail(c, true);
-        } else if (c.reused && !c.got_bytes && j->attempts < 2) {
-            // The service closed an idle keep-alive connection as we reused it: retry once.
+            requeue_or_fail(c, false);
+        } else if (c.reused && !c.got_bytes && j->attempts < 2 && j->idempotent) {
+            // The service closed a keep-alive connection as we reused it: an idempotent
+            // request is retried once (a POST may have been executed: 502).
             c.jobs.push_front(j);
-            requeue_or_fail(c, true);
+            requeue_or_fail(c, false);
         } else {
             m_.service_errors.inc();
             fail(j, 502, "service closed the connection\n");
-            requeue_or_fail(c, true);
+            requeue_or_fail(c, false);
         }
     }
     std::erase(s.idle, &c);
@@ -657,13 +695,15 @@ int Egress::run(const ReadyFn& ready) {
 
 }  // namespace
 
-int run_egress_worker(WorkerContext ctx, const ReadyFn& ready) {
+int run_egress_worker(WorkerContext ctx, const ReadyFn& ready, const DoneFn& done) {
     Egress w(std::move(ctx));
     if (auto st = w.init(); !st) {
         ready(st.error().message, nullptr);
         return 1;
     }
-    return w.run(ready);
+    int rc = w.run(ready);
+    done();  // before w is destroyed: the main thread forgets the handle first
+    return rc;
 }
 
 }  // namespace sv

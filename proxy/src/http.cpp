@@ -2,6 +2,7 @@
 
 #include <strings.h>
 
+#include <algorithm>
 #include <array>
 #include <climits>
 
@@ -21,6 +22,19 @@ bool hop_by_hop(std::string_view name) {
     for (auto n : names)
         if (ieq(name, n)) return true;
     return false;
+}
+
+std::string lower(std::string_view v) {
+    std::string o(v);
+    for (auto& ch : o)
+        if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+    return o;
+}
+
+std::string_view trim(std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    return v;
 }
 
 HttpParser* self(http_parser* p) {
@@ -70,11 +84,37 @@ void HttpParser::next() {
     keep_alive_ = true;
     http10_ = false;
     content_length_.reset();
+    conn_tokens_.clear();
     if (mode_ == Mode::Response) {
         // Each response follows exactly one request: start clean.
         http_parser_init(&p_, HTTP_RESPONSE);
         p_.data = this;
     }
+}
+
+void HttpParser::release_buffers() {
+    constexpr size_t keep = 16 * 1024;
+    auto shrink = [](std::string& x) {
+        if (x.capacity() > keep) std::string().swap(x);
+    };
+    shrink(body);
+    shrink(headers);
+    shrink(url);
+    shrink(field_);
+    shrink(value_);
+}
+
+bool has_header(std::string_view headers, std::string_view name) {
+    size_t at = 0;
+    while (at < headers.size()) {
+        size_t eol = headers.find('\n', at);
+        auto line = headers.substr(at, eol == std::string_view::npos ? eol : eol - at);
+        auto colon = line.find(':');
+        if (colon != std::string_view::npos && ieq(trim(line.substr(0, colon)), name)) return true;
+        if (eol == std::string_view::npos) break;
+        at = eol + 1;
+    }
+    return false;
 }
 
 std::string_view HttpParser::path() const {
@@ -100,6 +140,16 @@ void HttpParser::commit_header() {
     if (field_.empty()) return;
     if (ieq(field_, "expect")) {
         if (ieq(value_, "100-continue")) expect_continue_ = true;
+    } else if (ieq(field_, "connection")) {
+        // The headers it names are hop-by-hop as well (RFC 9110 7.6.1).
+        std::string_view v(value_);
+        while (!v.empty()) {
+            auto comma = v.find(',');
+            auto tok = trim(v.substr(0, comma));
+            if (!tok.empty()) conn_tokens_.append(",").append(lower(tok)).append(",");
+            if (comma == std::string_view::npos) break;
+            v.remove_prefix(comma + 1);
+        }
     } else if (!hop_by_hop(field_)) {
         headers.append(field_);
         headers.append(": ");
@@ -147,6 +197,18 @@ int HttpParser::cb_headers_complete(http_parser* p) {
     auto* s = self(p);
     s->commit_header();
     s->headers_done_ = true;
+    if (!s->conn_tokens_.empty()) {
+        std::string kept;
+        std::string_view h(s->headers);
+        while (!h.empty()) {
+            size_t eol = h.find('\n');
+            auto line = h.substr(0, eol == std::string_view::npos ? h.size() : eol + 1);
+            auto name = lower(trim(line.substr(0, line.find(':'))));
+            if (s->conn_tokens_.find("," + name + ",") == std::string::npos) kept.append(line);
+            h.remove_prefix(line.size());
+        }
+        s->headers.swap(kept);
+    }
     if (s->mode_ == Mode::Request) {
         s->method = http_method_str(static_cast<http_method>(p->method));
     } else {
@@ -161,7 +223,8 @@ int HttpParser::cb_headers_complete(http_parser* p) {
         return -1;
     }
     if (p->content_length != ULLONG_MAX && p->content_length > 0)
-        s->body.reserve(static_cast<size_t>(p->content_length));
+        // Not the whole declared length: a client could claim 1 MiB and send 1 byte.
+        s->body.reserve(static_cast<size_t>(std::min<uint64_t>(p->content_length, 16 * 1024)));
     if (s->mode_ == Mode::Response && s->no_body_) return 1;  // HEAD: skip body
     return 0;
 }

@@ -41,6 +41,8 @@ class HttpParser {
     void next();
     // Forget everything (new connection).
     void reset();
+    // Give back large buffers (after a big message) so an idle connection holds little.
+    void release_buffers();
 
     bool started() const { return started_; }
     bool headers_complete() const { return headers_done_; }
@@ -85,7 +87,11 @@ class HttpParser {
     bool started_ = false, headers_done_ = false, complete_ = false;
     bool expect_continue_ = false, keep_alive_ = true, no_body_ = false, http10_ = false;
     std::optional<uint64_t> content_length_;
+    std::string conn_tokens_;  // ",name,name," from Connection: (lower case), stripped too
 };
+
+// Whether "Name: value\r\n" lines contain a header called `name` (case-insensitive, exact).
+bool has_header(std::string_view headers, std::string_view name);
 
 const char* http_reason(int status);
 

@@ -29,6 +29,7 @@ BatchParams batch_params(const UpstreamConfig& u) {
     p.adaptive = u.adaptive;
     p.eager_when_idle = u.eager_when_idle;
     p.max_inflight_batches = u.max_inflight_batches;
+    p.model = u.model;
     return p;
 }
 
@@ -47,7 +48,10 @@ struct Upstream {
     std::vector<size_t> channels;  // indexes into Ingress::channels_
     size_t rr = 0;
     std::vector<uint32_t> batch_remaining;
+    std::vector<uint32_t> batch_size;     // requests in the batch when it left
+    std::vector<int64_t> batch_sent;      // when it left (batch service time for the model)
     std::vector<uint32_t> batch_free;
+    uint32_t sent = 0;                    // requests of this upstream in flight
     uint32_t inflight_batches = 0;
     bool stalled = false;
     UpstreamMetrics* m = nullptr;
@@ -74,33 +78,21 @@ struct Client final : StreamConn::Events {
     uint32_t channel_id = 0;
     uint64_t channel_epoch = 0;
     int64_t req_start = 0, last_active = 0, arrival = 0;
+    size_t accounted = 0;  // bytes counted in Ingress::buffered_
     bool keep_alive = true, head = false, sent_continue = false;
     std::string peer;
 };
 
-class Ingress final : public ChannelEvents, public WorkerControl {
+class Ingress final : public ChannelEvents, public WorkerBase {
   public:
     explicit Ingress(WorkerContext ctx) : ctx_(std::move(ctx)), cfg_(ctx_.cfg), m_(*ctx_.metrics) {}
-    ~Ingress() override { ring_.shutdown(); }
+    ~Ingress() override {
+        stop_control();
+        ring_.shutdown();
+    }
 
     Status init();
     int run(const ReadyFn& ready);
-
-    // WorkerControl (any thread)
-    void drain() override {
-        {
-            std::lock_guard lk(ctl_mu_);
-            drain_req_ = true;
-        }
-        waker_->notify();
-    }
-    void reload(std::shared_ptr<const Config> cfg) override {
-        {
-            std::lock_guard lk(ctl_mu_);
-            reload_req_ = std::move(cfg);
-        }
-        waker_->notify();
-    }
 
     // ChannelEvents
     void on_channel_up(Channel& ch) override;
@@ -118,14 +110,17 @@ class Ingress final : public ChannelEvents, public WorkerControl {
     void respond(Client& c, int status, std::string_view headers, std::string_view body);
     void respond_local(Client& c, int status, std::string_view body, std::string_view extra = {});
     void after_response(Client& c);
-    void end_waiting(Client& c);
+    void end_waiting(Client& c, bool answered = false);
     void flush_upstream(Upstream& u, int64_t now);
     Channel* pick_channel(Upstream& u, bool& any_up);
     void fail_queue(Upstream& u, int status, std::string_view why);
     bool queued_valid(const QEntry& e) const;
     void sweep(int64_t now);
     void update_metrics();
-    void apply_control();
+    void on_reload(std::shared_ptr<const Config> cfg) override;
+    void on_drain(int64_t now) override;
+    void account(Client& c);
+    bool over_memory(Client& c);
     void apply_config(std::shared_ptr<const Config> cfg, bool initial);
     void log_access(const Client& c, int status, size_t bytes);
 
@@ -144,12 +139,8 @@ class Ingress final : public ChannelEvents, public WorkerControl {
     uint32_t inflight_ = 0;
     uint32_t next_seq_ = 1;
     std::unique_ptr<Acceptor> acceptor_;
-    std::unique_ptr<Waker> waker_;
-    std::mutex ctl_mu_;
-    bool drain_req_ = false;
-    std::shared_ptr<const Config> reload_req_;
-    bool draining_ = false;
-    int64_t drain_deadline_ = 0;
+    std::unique_ptr<SimpleServer> metrics_srv_;
+    size_t buffered_ = 0;  // request bytes held by all connections (memory_limit_bytes)
     int64_t next_sweep_ = 0;
     std::string frame_;
     HttpLimits limits_;
@@ -217,7 +208,7 @@ Status Ingress::init() {
     }
     for (auto& h : cfg_->ingress.egress) {
         for (uint32_t k = 0; k < h.connections; ++k) {
-            auto ch = transport_->dial(h.address, h.source, h.name, *this);
+            auto ch = transport_->dial(h.address, h.source_ep, h.name, *this);
             ch->user_index = channels_.size();
             m_.channels.emplace_back();
             auto* cm = &m_.channels.back();
@@ -232,30 +223,70 @@ Status Ingress::init() {
             if (u.egress.empty() ||
                 std::find(u.egress.begin(), u.egress.end(), channels_[i]->name) != u.egress.end())
                 u.channels.push_back(i);
-    waker_ = std::make_unique<Waker>(ring_, [this] { apply_control(); });
+    start_control(ring_);
+    if (ctx_.index == 0 && cfg_->ingress.metrics_listen) {
+        // /metrics only on its own listener, never on the client port.
+        std::string path = cfg_->ingress.metrics_path;
+        metrics_srv_ = std::make_unique<SimpleServer>(
+            ring_, HttpLimits{8192, 0}, 30000, [path](const HttpParser& r, SimpleResponse& resp) {
+                if (r.path() == path) {
+                    resp.content_type = "text/plain; version=0.0.4";
+                    resp.body = metrics_registry().render();
+                } else if (r.path() == "/healthz") {
+                    resp.body = "ok\n";
+                } else {
+                    resp.status = 404;
+                    resp.body = "not found\n";
+                }
+            });
+        if (auto st = metrics_srv_->listen(*cfg_->ingress.metrics_listen, false); !st) return st;
+    }
     acceptor_ = std::make_unique<Acceptor>(ring_, [this](int fd) { accept(fd); });
+    if (ctx_.listen_fd >= 0) return acceptor_->adopt(ctx_.listen_fd, true);
     return acceptor_->listen(cfg_->ingress.listen, true);
 }
 
-void Ingress::apply_control() {
-    std::shared_ptr<const Config> r;
-    bool d;
-    {
-        std::lock_guard lk(ctl_mu_);
-        r = std::move(reload_req_);
-        d = std::exchange(drain_req_, false);
-    }
-    if (r) {
-        apply_config(std::move(r), false);
-        if (ctx_.index == 0) spdlog::info("configuration reloaded");
-    }
-    if (d && !draining_) {
-        draining_ = true;
-        drain_deadline_ = now_ns() + cfg_->ingress.drain_timeout_ms * kMs;
-        acceptor_->stop();
-        if (ctx_.index == 0)
-            spdlog::info("draining: {} connections, {} requests in flight", open_, inflight_);
-    }
+void Ingress::on_reload(std::shared_ptr<const Config> cfg) {
+    apply_config(std::move(cfg), false);
+    if (ctx_.index == 0) spdlog::info("configuration reloaded");
+}
+
+void Ingress::on_drain(int64_t now) {
+    drain_deadline_ = now + cfg_->ingress.drain_timeout_ms * kMs;
+    acceptor_->stop();
+    if (metrics_srv_) metrics_srv_->stop();
+    if (ctx_.index == 0)
+        spdlog::info("draining: {} connections, {} requests in flight", open_, inflight_);
+}
+
+// Memory held for a connection's requests: pipelined input and the request being read.
+static size_t usage(const Client& c) {
+    return c.in.capacity() + c.parser.body.capacity() + c.parser.headers.capacity() +
+           c.parser.url.capacity();
+}
+
+void Ingress::account(Client& c) {
+    size_t u = usage(c);
+    buffered_ = buffered_ + u - c.accounted;
+    c.accounted = u;
+}
+
+// Over the worker's memory_limit_bytes: a connection still reading its request is shed with
+// 503 + Retry-After (it has no other answer pending), so the total stays bounded.
+bool Ingress::over_memory(Client& c) {
+    account(c);
+    if (buffered_ <= cfg_->ingress.memory_limit_bytes) return false;
+    if (c.phase != Client::Phase::Reading || c.s.closing()) return false;
+    m_.admission_rejects.inc();
+    m_.requests.inc();
+    c.keep_alive = false;
+    c.in.clear();
+    c.in.shrink_to_fit();
+    respond_local(c, 503, "proxy memory limit reached\n",
+                  fmt::format("Retry-After: {}\r\n", cfg_->ingress.retry_after_s));
+    c.parser.release_buffers();
+    account(c);
+    return true;
 }
 
 void Ingress::accept(int fd) {
@@ -298,21 +329,21 @@ void Ingress::accept(int fd) {
 
 void Ingress::on_client_data(Client& c, std::string_view data) {
     c.last_active = now_ns();
+    if (c.s.closing() || c.s.lingering_since()) return;
     if (c.phase != Client::Phase::Reading || !c.in.empty()) {
         c.in.append(data);
-        // A client pipelining far ahead of its answers is cut off.
-        if (c.in.size() > 2 * (limits_.max_header_bytes + limits_.max_body_bytes) + 65536) {
-            c.s.close();
-            return;
-        }
+        // A client pipelining ahead of its answers: stop reading from it (back-pressure)
+        // until its answers have gone out, instead of buffering without bound.
+        if (c.in.size() > cfg_->ingress.connection_buffer_bytes) c.s.pause_recv(true);
         if (c.phase == Client::Phase::Reading) {
             size_t used = process(c, c.in);
             c.in.erase(0, used);
         }
-        return;
+    } else {
+        size_t used = process(c, data);
+        if (used < data.size() && !c.s.closing()) c.in.assign(data.substr(used));
     }
-    size_t used = process(c, data);
-    if (used < data.size() && !c.s.closing()) c.in.assign(data.substr(used));
+    over_memory(c);
 }
 
 size_t Ingress::process(Client& c, std::string_view data) {
@@ -347,11 +378,6 @@ void Ingress::dispatch(Client& c) {
     c.keep_alive = c.parser.keep_alive();
     c.head = c.parser.method == "HEAD";
     auto path = c.parser.path();
-    if (!cfg_->ingress.metrics_path.empty() && path == cfg_->ingress.metrics_path) {
-        respond_local(c, 200, metrics_registry().render(),
-                      "Content-Type: text/plain; version=0.0.4\r\n");
-        return;
-    }
     int r = cfg_->route(path);
     int local = r < 0 ? -1 : cfg_to_local_[cfg_->routes[static_cast<size_t>(r)].upstream_index];
     if (local < 0) {
@@ -365,6 +391,16 @@ void Ingress::dispatch(Client& c) {
         return;
     }
     auto& u = ups_[static_cast<size_t>(local)];
+    const int64_t now = now_ns();
+    u.policy.on_arrival(now);
+    if (u.policy.should_shed(u.queue.size() + u.sent, now)) {
+        // The model says this request would miss the p99 target: shed it now (USPS).
+        m_.admission_rejects.inc();
+        u.m->shed.inc();
+        respond_local(c, 503, "over the latency objective\n",
+                      fmt::format("Retry-After: {}\r\n", cfg_->ingress.retry_after_s));
+        return;
+    }
     bool any_up = false;
     for (auto i : u.channels)
         any_up = any_up || (channels_[i]->up() && !channels_[i]->peer_draining());
@@ -402,9 +438,11 @@ void Ingress::respond_local(Client& c, int status, std::string_view body, std::s
 
 void Ingress::after_response(Client& c) {
     c.parser.next();
+    c.parser.release_buffers();  // a large body's buffer is not kept by an idle connection
     c.sent_continue = false;
     if (!c.keep_alive || draining_) {
         c.s.close_after_flush(true);
+        account(c);
         return;
     }
     if (!c.in.empty() && !c.s.closing()) {
@@ -413,12 +451,22 @@ void Ingress::after_response(Client& c) {
         size_t used = process(c, pending);
         if (used < pending.size()) c.in.insert(0, pending.substr(used));
     }
+    if (c.in.size() <= cfg_->ingress.connection_buffer_bytes / 2) {
+        if (c.in.empty()) c.in.shrink_to_fit();
+        c.s.pause_recv(false);
+    }
+    account(c);
 }
 
-void Ingress::end_waiting(Client& c) {
+void Ingress::end_waiting(Client& c, bool answered) {
     if (c.phase == Client::Phase::Sent && c.upstream >= 0) {
         auto& u = ups_[static_cast<size_t>(c.upstream)];
+        u.sent--;
         if (c.batch < u.batch_remaining.size() && --u.batch_remaining[c.batch] == 0) {
+            if (answered) {
+                int64_t now = now_ns();
+                u.policy.on_batch(u.batch_size[c.batch], now - u.batch_sent[c.batch], now);
+            }
             u.batch_free.push_back(c.batch);
             u.inflight_batches--;
         }
@@ -436,6 +484,7 @@ void Ingress::log_access(const Client& c, int status, size_t bytes) {
 
 void Ingress::on_client_closed(Client& c) {
     if (c.phase != Client::Phase::Reading) end_waiting(c);  // the answer, if any, is dropped
+    buffered_ -= c.accounted;
     uint32_t i = c.index;
     clients_[i].reset();  // destroys c
     free_.push_back(i);
@@ -501,6 +550,8 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
         } else {
             batch = static_cast<uint32_t>(u.batch_remaining.size());
             u.batch_remaining.push_back(0);
+            u.batch_size.push_back(0);
+            u.batch_sent.push_back(0);
         }
         uint32_t n = 0;
         size_t ways = 0;
@@ -534,6 +585,7 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
             c.channel_id = ch->id;
             c.channel_epoch = ch->epoch;
             u.m->queue_delay.observe((now - c.arrival) / 1e9);
+            u.sent++;
             ++n;
         }
         if (n == 0) {
@@ -541,6 +593,8 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
             continue;
         }
         u.batch_remaining[batch] = n;
+        u.batch_size[batch] = n;
+        u.batch_sent[batch] = now;
         u.inflight_batches++;
         u.m->batches.inc();
         u.m->batch_size.observe(n);
@@ -558,6 +612,7 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
             std::sort(back.begin(), back.end(),
                       [](Client* a, Client* b) { return a->arrival > b->arrival; });
             for (Client* cl : back) {
+                u.sent--;
                 cl->phase = Client::Phase::Queued;
                 cl->batch = UINT32_MAX;
                 u.queue.push_front({cl->index, cl->id, cl->arrival});
@@ -611,7 +666,9 @@ void Ingress::on_frame(Channel& ch, const FrameHeader& h, std::string_view paylo
         int64_t lat = now - c.arrival;
         u.m->latency.observe(lat / 1e9);
         u.policy.on_latency(lat, now);
-        end_waiting(c);
+        // The egress's own 502/503/504 (service down, timed out) are no service time: they
+        // would teach the model a service as slow as service_timeout_ms.
+        end_waiting(c, r.status != 502 && r.status != 503 && r.status != 504);
         respond(c, r.status, r.headers, r.body);
         after_response(c);
     }
@@ -619,6 +676,7 @@ void Ingress::on_frame(Channel& ch, const FrameHeader& h, std::string_view paylo
 
 void Ingress::sweep(int64_t now) {
     const auto& in = cfg_->ingress;
+    if (metrics_srv_) metrics_srv_->sweep(now);
     for (auto& cp : clients_) {
         if (!cp || cp->s.closing()) continue;
         auto& c = *cp;
@@ -661,6 +719,9 @@ void Ingress::update_metrics() {
     m_.inflight.set(inflight_);
     for (auto& u : ups_) {
         u.m->size_target.set(u.policy.size_target());
+        u.m->model_alpha_ns.set(static_cast<int64_t>(u.policy.slo().alpha_ns()));
+        u.m->model_beta_ns.set(static_cast<int64_t>(u.policy.slo().beta_ns()));
+        u.m->model_rate.set(static_cast<int64_t>(u.policy.slo().rate_per_s(now_ns())));
         u.m->delay_budget_ns.set(u.policy.delay_budget_ns());
         u.m->last_p99_ns.set(u.policy.stats().last_p99_ns);
         u.m->windows.v.store(u.policy.stats().windows, std::memory_order_relaxed);
@@ -721,13 +782,15 @@ int Ingress::run(const ReadyFn& ready) {
 
 }  // namespace
 
-int run_ingress_worker(WorkerContext ctx, const ReadyFn& ready) {
+int run_ingress_worker(WorkerContext ctx, const ReadyFn& ready, const DoneFn& done) {
     Ingress w(std::move(ctx));
     if (auto st = w.init(); !st) {
         ready(st.error().message, nullptr);
         return 1;
     }
-    return w.run(ready);
+    int rc = w.run(ready);
+    done();  // before w is destroyed: the main thread forgets the handle first
+    return rc;
 }
 
 }  // namespace sv

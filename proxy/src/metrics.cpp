@@ -165,6 +165,22 @@ std::string MetricsRegistry::render() const {
                 o += fmt::format(
                     "sverbs_proxy_batch_size_target{{upstream=\"{}\",worker=\"{}\"}} {}\n", u.name,
                     w->worker, u.size_target.get());
+        o += "# HELP sverbs_proxy_slo_shed_total Requests answered 503 because the SLO model "
+             "predicted they would miss the target.\n# TYPE sverbs_proxy_slo_shed_total counter\n";
+        for (auto& w : workers_)
+            for (auto& u : w->upstreams)
+                o += fmt::format("sverbs_proxy_slo_shed_total{{upstream=\"{}\",worker=\"{}\"}} {}\n",
+                                 u.name, w->worker, u.shed.get());
+        o += "# HELP sverbs_proxy_slo_model Batch service time model S(b) = alpha + beta b "
+             "(seconds) and arrival rate (1/s).\n# TYPE sverbs_proxy_slo_model gauge\n";
+        for (auto& w : workers_)
+            for (auto& u : w->upstreams)
+                o += fmt::format(
+                    "sverbs_proxy_slo_model{{upstream=\"{0}\",worker=\"{1}\",param=\"alpha\"}} {2}\n"
+                    "sverbs_proxy_slo_model{{upstream=\"{0}\",worker=\"{1}\",param=\"beta\"}} {3}\n"
+                    "sverbs_proxy_slo_model{{upstream=\"{0}\",worker=\"{1}\",param=\"rate\"}} {4}\n",
+                    u.name, w->worker, u.model_alpha_ns.get() / 1e9, u.model_beta_ns.get() / 1e9,
+                    u.model_rate.get());
         o += "# HELP sverbs_proxy_batch_delay_budget_seconds Adaptive batching delay budget.\n# "
              "TYPE sverbs_proxy_batch_delay_budget_seconds gauge\n";
         for (auto& w : workers_)

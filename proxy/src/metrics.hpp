@@ -64,6 +64,8 @@ struct UpstreamMetrics {
     Gauge queued, inflight_batches;
     Gauge size_target, delay_budget_ns, last_p99_ns;
     Counter windows, increases, decreases;
+    Counter shed;  // 503: the SLO model says the request would miss the target
+    Gauge model_alpha_ns, model_beta_ns, model_rate;  // S(b) = alpha + beta b; arrivals/s
     Gauge priority;
 };
 

@@ -15,8 +15,11 @@ void write_response(std::string& o, int status, std::string_view headers, std::s
     o.append(http_reason(status));
     o.append("\r\n");
     o.append(headers);
-    bool length_given = false;
-    if (head) {
+    // 1xx, 204 and 304 have no body and, here, no Content-Length (RFC 9110 8.6).
+    const bool bodiless = (status >= 100 && status < 200) || status == 204 || status == 304;
+    bool length_given = bodiless;
+    if (bodiless) head = true;
+    if (head && !bodiless) {
         // Headers are "Name: value\r\n" lines; names are case-insensitive.
         constexpr std::string_view cl = "content-length:";
         for (size_t at = 0; at < headers.size() && !length_given;) {

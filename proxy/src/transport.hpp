@@ -58,11 +58,18 @@ class Channel {
     virtual std::string_view transport_name() const = 0;
     // The peer said Goodbye: send no new requests.
     virtual bool peer_draining() const = 0;
+    // Called inside on_frame: keep this data frame's credit (the peer may not send another
+    // in its place) until release_credit(); the egress holds a frame until it is answered.
+    void hold_credit() { hold_ = true; }
+    virtual void release_credit() = 0;
 
     std::string name;       // peer name (egress host name or peer address)
     uint32_t id = 0;        // unique within the worker
     uint64_t epoch = 0;     // bumped every time the channel comes up
     size_t user_index = 0;  // owner's bookkeeping
+
+  protected:
+    bool hold_ = false;
 };
 
 class Transport {
@@ -70,7 +77,7 @@ class Transport {
     virtual ~Transport() = default;
     // Active side: a channel that connects, and reconnects with backoff, by itself.
     // source: local address to connect from (RDMA: selects the device); empty = any.
-    virtual std::unique_ptr<Channel> dial(const Endpoint& ep, const std::string& source,
+    virtual std::unique_ptr<Channel> dial(const Endpoint& ep, const Endpoint& source,
                                           std::string name, ChannelEvents& ev) = 0;
     // Passive side: accepted channels are owned by the transport and reported through
     // on_channel_up / on_channel_down; after on_channel_down the pointer is dead.
@@ -85,6 +92,7 @@ struct TransportOptions {
     ChannelConfig channel;
     std::string local_name;
     uint8_t role = 0;  // 1 ingress, 2 egress
+    int listen_fd = -1;  // TCP passive side: a listening socket passed by systemd (shared)
 };
 
 std::unique_ptr<Transport> make_tcp_transport(Ring& ring, const TransportOptions& o);

@@ -87,7 +87,7 @@ inline uint64_t wr_index(uint64_t id) {
 class RdmaChannel final : public Channel {
   public:
     RdmaChannel(RdmaTransport& t, ChannelEvents& ev, bool active, Endpoint ep,
-                std::string source = {});
+                Endpoint source = {});
     ~RdmaChannel() override { teardown(); }
 
     bool up() const override { return state_ == State::Up; }
@@ -106,6 +106,11 @@ class RdmaChannel final : public Channel {
     const ChannelStats& stats() const override { return stats_; }
     std::string_view transport_name() const override { return "rdma"; }
     bool peer_draining() const override { return core_.peer_draining; }
+    void release_credit() override {
+        if (!up()) return;
+        core_.ret.release(1);
+        if (core_.ret.explicit_due()) send_control(FrameType::Credit);
+    }
 
     // rdmacm events routed here by the transport
     void on_cm_event(rdma_cm_event& e);
@@ -126,12 +131,14 @@ class RdmaChannel final : public Channel {
     void send_hello();
     void flush_pending_control();
     Status post(std::string_view frame, int prio, bool data);
+    bool sends_outstanding() const;
+    void maybe_disconnect(int64_t now);
 
     RdmaTransport& t_;
     ChannelEvents& ev_;
     bool active_;
     Endpoint ep_;
-    std::string source_;  // dial from this local address (selects the device); empty: any
+    Endpoint source_;  // dial from this local address (selects the device); empty: any
     State state_ = State::Idle;
     rdma_cm_id* id_ = nullptr;
     ibv_pd* pd_ = nullptr;
@@ -152,6 +159,8 @@ class RdmaChannel final : public Channel {
     int64_t backoff_ms_ = 0, next_connect_ = 0, deadline_ = 0;
     bool shutting_down_ = false, said_goodbye_ = false, hello_sent_ = false;
     std::vector<FrameType> pending_ctl_;  // control frames that found no free send slot
+    bool down_ = false;                   // inside down(): harvesting the CQ
+    int64_t disconnect_at_ = 0;           // close() waits for send completions until then
 };
 
 // RDMA has no SO_REUSEPORT: one cm_id listens per address and port.  The workers of a process
@@ -241,7 +250,7 @@ class RdmaTransport final : public Transport {
         return {};
     }
 
-    std::unique_ptr<Channel> dial(const Endpoint& ep, const std::string& source, std::string name,
+    std::unique_ptr<Channel> dial(const Endpoint& ep, const Endpoint& source, std::string name,
                                   ChannelEvents& ev) override {
         auto ch = std::make_unique<RdmaChannel>(*this, ev, true, ep, source);
         ch->name = std::move(name);
@@ -370,7 +379,7 @@ class RdmaTransport final : public Transport {
 };
 
 RdmaChannel::RdmaChannel(RdmaTransport& t, ChannelEvents& ev, bool active, Endpoint ep,
-                         std::string source)
+                         Endpoint source)
     : t_(t), ev_(ev), active_(active), ep_(std::move(ep)), source_(std::move(source)) {
     backoff_ms_ = t_.opts().channel.reconnect_min_ms;
 }
@@ -464,12 +473,7 @@ void RdmaChannel::start_connect(int64_t now) {
     auto a = resolve(ep_);
     deadline_ = now + t_.opts().channel.connect_timeout_ms * kMs;
     Result<SockAddr> src = SockAddr{};
-    if (!source_.empty()) {
-        Endpoint se;
-        se.host = source_;
-        se.text = source_;
-        src = resolve(se);
-    }
+    if (!source_.host.empty()) src = resolve(source_);
     if (!a || !src) {
         spdlog::warn("channel {}: {}", name, (!a ? a : src).error().message);
         next_connect_ = now + backoff_ms_ * kMs;
@@ -480,7 +484,7 @@ void RdmaChannel::start_connect(int64_t now) {
         next_connect_ = now + backoff_ms_ * kMs;
         return;
     }
-    sockaddr* from = source_.empty() ? nullptr : reinterpret_cast<sockaddr*>(&src->addr);
+    sockaddr* from = source_.host.empty() ? nullptr : reinterpret_cast<sockaddr*>(&src->addr);
     if (rdma_resolve_addr(id_, from, reinterpret_cast<sockaddr*>(&a->addr),
                           static_cast<int>(t_.opts().channel.connect_timeout_ms))) {
         down(fmt::format("rdma_resolve_addr {}: {}", ep_.text, std::strerror(errno)));
@@ -527,6 +531,8 @@ void RdmaChannel::on_cm_event(rdma_cm_event& e) {
         case RDMA_CM_EVENT_REJECTED:
         case RDMA_CM_EVENT_DISCONNECTED:
         case RDMA_CM_EVENT_DEVICE_REMOVAL:
+            // down() first takes what already arrived from the CQ: the peer's last answers
+            // are delivered, not turned into 502s.
             down(fmt::format("rdmacm: {}", rdma_event_str(e.event)));
             break;
         default:
@@ -535,6 +541,12 @@ void RdmaChannel::on_cm_event(rdma_cm_event& e) {
 }
 
 void RdmaChannel::down(const std::string& why) {
+    if (down_) return;
+    down_ = true;
+    // Deliver every frame that completed before the failure (a drain's last answers), then
+    // disconnect: rdma_disconnect moves the QP to error and flushes what was not polled.
+    if (cq_ && (state_ == State::Up || state_ == State::Handshake)) poll_cq();
+    down_ = false;
     bool was_up = state_ == State::Up;
     if (was_up || state_ == State::Handshake) spdlog::warn("channel {} (rdma): {}", name, why);
     if (id_ && (state_ == State::Up || state_ == State::Handshake)) rdma_disconnect(id_);
@@ -569,7 +581,7 @@ void RdmaChannel::post_recv(uint32_t idx) {
 }
 
 Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
-    if (free_slots_.empty()) return make_error("no send slot");
+    if (free_slots_.empty()) return make_error(Errc::NoCredit, "no send slot");
     // Header fields owed to the peer are filled in our copy.
     char* dst;
     ibv_send_wr wr{};
@@ -587,7 +599,7 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
     } else {
         if (!data) return make_error("control frame too large");
         if (!peer_ring_.can_alloc(frame.size()) || !stage_ring_.can_alloc(frame.size()))
-            return make_error("no credit");  // ring space is a credit too: wait for returns
+            return make_error(Errc::NoCredit, "no credit");  // ring space is a credit too: wait for returns
         auto roff = peer_ring_.alloc(frame.size());
         const uint64_t used = stage_ring_.used_bytes();
         auto loff = stage_ring_.alloc(frame.size());
@@ -605,7 +617,7 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
         stats_.large_frames++;
         slot = UINT32_MAX;
     }
-    if (!core_.prepare_outgoing(dst)) return make_error("no credit");
+    if (!core_.prepare_outgoing(dst)) return make_error(Errc::NoCredit, "no credit");
     put_le<uint32_t>(dst + 16, my_ring_.take_units());
     wr.sg_list = &sge;
     wr.num_sge = 1;
@@ -620,13 +632,13 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
 }
 
 Status RdmaChannel::send(std::string_view frame, int prio) {
-    if (!up()) return make_error("channel down");
+    if (!up()) return make_error(Errc::ChannelDown, "channel down");
     if (!core_.send.can_send()) {
         stats_.credit_stalls++;
-        return make_error("no credit");
+        return make_error(Errc::NoCredit, "no credit");
     }
     auto st = post(frame, prio, true);
-    if (!st && st.error().message == "no credit")
+    if (!st && st.error().code == Errc::NoCredit)
         stats_.credit_stalls++;
     else if (!st)
         down(st.error().message);
@@ -674,14 +686,33 @@ void RdmaChannel::flush_pending_control() {
     }
 }
 
+bool RdmaChannel::sends_outstanding() const {
+    return cq_ && (free_slots_.size() < nslots_ || !stage_units_.empty());
+}
+
 void RdmaChannel::close() {
     if (shutting_down_) return;
     shutting_down_ = true;
     goodbye();
-    if (id_ && state_ != State::Idle)
+    if (id_ && state_ != State::Idle) {
+        // Disconnect only once every posted send has completed (the peer has it): a
+        // disconnect flushes sends still queued, and those are answers.  Bounded by
+        // connect_timeout_ms (tick).
+        if (up() && sends_outstanding()) {
+            disconnect_at_ = now_ns() + t_.opts().channel.connect_timeout_ms * kMs;
+            return;
+        }
         rdma_disconnect(id_);  // DISCONNECTED event finishes it
-    else
+    } else {
         state_ = State::Dead;
+    }
+}
+
+void RdmaChannel::maybe_disconnect(int64_t now) {
+    if (!disconnect_at_ || !id_) return;
+    if (sends_outstanding() && now < disconnect_at_) return;
+    disconnect_at_ = 0;
+    rdma_disconnect(id_);
 }
 
 void RdmaChannel::poll_cq() {
@@ -701,6 +732,7 @@ void RdmaChannel::poll_cq() {
         if (n <= 0) break;
         for (int i = 0; i < n && cq_; ++i) {
             if (wc[i].status != IBV_WC_SUCCESS) {
+                if (down_) return;
                 if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
                     down(fmt::format("completion error: {}", ibv_wc_status_str(wc[i].status)));
                 return;
@@ -745,6 +777,8 @@ void RdmaChannel::poll_cq() {
     }
     if (!cq_) return;
     flush_pending_control();
+    if (disconnect_at_) maybe_disconnect(now_ns());
+    if (down_) return;  // harvesting for down(): no new frames
     if (!cq_ || !up()) return;
     if (core_.ret.explicit_due() || my_ring_.explicit_due()) send_control(FrameType::Credit);
     if (!could_send && can_send()) ev_.on_writable(*this);
@@ -800,8 +834,11 @@ void RdmaChannel::handle_frame(const char* p, size_t n) {
             break;
         }
         case ChannelCore::Action::Deliver:
-            ev_.on_frame(*this, h.value(), payload);
-            core_.ret.consumed(1);
+            core_.deliver([&](bool& hold) {
+                hold_ = false;
+                ev_.on_frame(*this, h.value(), payload);
+                hold = hold_;
+            });
             break;
         case ChannelCore::Action::Ping:
             send_control(FrameType::Pong);
@@ -830,6 +867,10 @@ int64_t RdmaChannel::tick(int64_t now) {
             if (now >= deadline_) down("connect/handshake timeout");
             return deadline_;
         case State::Up:
+            if (disconnect_at_) {
+                maybe_disconnect(now);
+                if (disconnect_at_) return std::min(disconnect_at_, now + 10 * kMs);
+            }
             return core_.beat(
                 now, hb, [&] { down("peer silent for 3 heartbeats"); },
                 [&] { send_control(FrameType::Ping); });

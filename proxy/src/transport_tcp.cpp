@@ -18,7 +18,7 @@ class TcpTransport;
 class TcpChannel final : public Channel, public StreamConn::Events {
   public:
     TcpChannel(TcpTransport& t, ChannelEvents& ev, bool active, Endpoint ep,
-               std::string source = {});
+               Endpoint source = {});
     ~TcpChannel() override;
 
     void start_passive(int fd);
@@ -38,6 +38,11 @@ class TcpChannel final : public Channel, public StreamConn::Events {
     const ChannelStats& stats() const override { return stats_; }
     std::string_view transport_name() const override { return "tcp"; }
     bool peer_draining() const override { return core_.peer_draining; }
+    void release_credit() override {
+        if (!up()) return;
+        core_.ret.release(1);
+        if (core_.ret.explicit_due()) send_control(FrameType::Credit);
+    }
 
   private:
     enum class State { Idle, Connecting, Handshake, Up, Dead };
@@ -54,7 +59,7 @@ class TcpChannel final : public Channel, public StreamConn::Events {
     ChannelEvents& ev_;
     bool active_;
     Endpoint ep_;
-    std::string source_;
+    Endpoint source_;
     State state_ = State::Idle;
     std::unique_ptr<StreamConn> conn_;
     std::string rx_;
@@ -70,7 +75,7 @@ class TcpTransport final : public Transport {
     TcpTransport(Ring& ring, const TransportOptions& o) : ring_(ring), o_(o) {}
     ~TcpTransport() override { passive_.clear(); }
 
-    std::unique_ptr<Channel> dial(const Endpoint& ep, const std::string& source, std::string name,
+    std::unique_ptr<Channel> dial(const Endpoint& ep, const Endpoint& source, std::string name,
                                   ChannelEvents& ev) override {
         auto ch = std::make_unique<TcpChannel>(*this, ev, true, ep, source);
         ch->name = std::move(name);
@@ -88,6 +93,7 @@ class TcpTransport final : public Transport {
             ch->start_passive(fd);
             passive_.push_back(std::move(ch));
         });
+        if (o_.listen_fd >= 0) return acceptor_->adopt(o_.listen_fd, true);
         return acceptor_->listen(ep, true);
     }
 
@@ -122,7 +128,7 @@ class TcpTransport final : public Transport {
 };
 
 TcpChannel::TcpChannel(TcpTransport& t, ChannelEvents& ev, bool active, Endpoint ep,
-                       std::string source)
+                       Endpoint source)
     : t_(t), ev_(ev), active_(active), ep_(std::move(ep)), source_(std::move(source)) {
     backoff_ms_ = t_.opts().channel.reconnect_min_ms;
 }
@@ -149,11 +155,8 @@ void TcpChannel::start_connect(int64_t now) {
         return;
     }
     std::optional<SockAddr> from;
-    if (!source_.empty()) {
-        Endpoint se;
-        se.host = source_;
-        se.text = source_;
-        auto s = resolve(se);
+    if (!source_.host.empty()) {
+        auto s = resolve(source_);
         if (!s) {
             spdlog::warn("channel {}: source: {}", name, s.error().message);
             next_connect_ = now + backoff_ms_ * kMs;
@@ -208,14 +211,14 @@ void TcpChannel::send_control(FrameType t) {
 }
 
 Status TcpChannel::send(std::string_view frame, int) {
-    if (!up() || !conn_) return make_error("channel down");
+    if (!up() || !conn_) return make_error(Errc::ChannelDown, "channel down");
     auto& out = conn_->out();
     size_t at = out.size();
     out.append(frame);
     if (!core_.prepare_outgoing(&out[at])) {
         out.resize(at);
         stats_.credit_stalls++;
-        return make_error("no credit");
+        return make_error(Errc::NoCredit, "no credit");
     }
     stats_.frames_tx++;
     stats_.bytes_tx += frame.size();
@@ -301,8 +304,11 @@ bool TcpChannel::handle(const FrameHeader& h, std::string_view payload) {
             return true;
         }
         case ChannelCore::Action::Deliver:
-            ev_.on_frame(*this, h, payload);
-            core_.ret.consumed(1);
+            core_.deliver([&](bool& hold) {
+                hold_ = false;
+                ev_.on_frame(*this, h, payload);
+                hold = hold_;
+            });
             break;
         case ChannelCore::Action::Ping:
             send_control(FrameType::Pong);

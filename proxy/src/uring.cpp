@@ -25,28 +25,27 @@ uint64_t token(uint32_t slot, uint32_t gen, Op op) {
 }  // namespace
 
 Result<SockAddr> resolve(const Endpoint& ep) {
+    if (ep.addr) return *ep.addr;
+    if (ep.kind == Endpoint::Kind::Unix) return resolve_now(ep);
+    // Numeric only: never the resolver here.
     SockAddr a;
-    if (ep.kind == Endpoint::Kind::Unix) {
-        auto* un = reinterpret_cast<sockaddr_un*>(&a.addr);
-        un->sun_family = AF_UNIX;
-        std::memcpy(un->sun_path, ep.path.c_str(), ep.path.size() + 1);
-        a.len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + ep.path.size() + 1);
-        a.family = AF_UNIX;
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&a.addr);
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&a.addr);
+    if (inet_pton(AF_INET, ep.host.c_str(), &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(ep.port);
+        a.len = sizeof *v4;
+        a.family = AF_INET;
         return a;
     }
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    std::string port = std::to_string(ep.port);
-    int rc = getaddrinfo(ep.host.c_str(), port.c_str(), &hints, &res);
-    if (rc != 0 || !res)
-        return make_error(fmt::format("cannot resolve {}: {}", ep.text, gai_strerror(rc)));
-    std::memcpy(&a.addr, res->ai_addr, res->ai_addrlen);
-    a.len = res->ai_addrlen;
-    a.family = res->ai_family;
-    freeaddrinfo(res);
-    return a;
+    if (inet_pton(AF_INET6, ep.host.c_str(), &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(ep.port);
+        a.len = sizeof *v6;
+        a.family = AF_INET6;
+        return a;
+    }
+    return make_error(fmt::format("{} was not resolved at configuration time", ep.text));
 }
 
 Result<int> listen_socket(const Endpoint& ep, bool reuseport, int backlog) {
@@ -263,8 +262,23 @@ Status StreamConn::connect(const SockAddr& a, const SockAddr* from) {
     return {};
 }
 
+void StreamConn::pause_recv(bool p) {
+    if (paused_ == p) return;
+    paused_ = p;
+    if (p) {
+        if (recv_armed_ && fd_ >= 0 && !closing_) {
+            auto* s = ring_.sqe();
+            io_uring_prep_cancel64(s, ring_.token_of(slot_, Op::Recv), 0);
+            ring_.tag(s, slot_, Op::Cancel);
+            ++inflight_;
+        }
+    } else {
+        arm_recv();
+    }
+}
+
 void StreamConn::arm_recv() {
-    if (recv_armed_ || closing_ || fd_ < 0) return;
+    if (recv_armed_ || closing_ || fd_ < 0 || paused_) return;
     auto* s = ring_.sqe();
     if (ring_.has_buf_ring()) {
         if (ring_.multishot_recv)
@@ -382,8 +396,8 @@ void StreamConn::on_cqe(Op op, int res, uint32_t flags) {
                 if (!more) arm_recv();
             } else if (res == 0) {
                 close();  // peer closed
-            } else if (res == -ENOBUFS || res == -EINTR || res == -EAGAIN) {
-                if (!more) arm_recv();
+            } else if (res == -ENOBUFS || res == -EINTR || res == -EAGAIN || res == -ECANCELED) {
+                if (!more) arm_recv();  // cancelled by pause_recv: stays unarmed while paused
             } else if (res == -EINVAL && ring_.multishot_recv) {
                 ring_.multishot_recv = false;  // kernel without multishot recv
                 if (!more) arm_recv();
@@ -428,20 +442,25 @@ void StreamConn::on_cqe(Op op, int res, uint32_t flags) {
 
 Acceptor::~Acceptor() {
     if (slot_ != UINT32_MAX) ring_.remove(slot_);
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0 && !borrowed_) ::close(fd_);
 }
 
 Status Acceptor::listen(const Endpoint& ep, bool reuseport) {
     auto fd = listen_socket(ep, reuseport);
     if (!fd) return fd.error();
-    fd_ = fd.value();
+    return adopt(fd.value(), false);
+}
+
+Status Acceptor::adopt(int fd, bool borrowed) {
+    fd_ = fd;
+    borrowed_ = borrowed;
     slot_ = ring_.add(this);
     arm();
     return {};
 }
 
 void Acceptor::arm() {
-    if (armed_ || fd_ < 0) return;
+    if (armed_ || fd_ < 0 || stopping_ || timer_) return;
     auto* s = ring_.sqe();
     if (ring_.multishot_accept)
         io_uring_prep_multishot_accept(s, fd_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -452,24 +471,78 @@ void Acceptor::arm() {
 }
 
 void Acceptor::stop() {
-    if (fd_ < 0) return;
-    auto* s = ring_.sqe();
-    io_uring_prep_cancel_fd(s, fd_, IORING_ASYNC_CANCEL_ALL);
-    io_uring_sqe_set_data64(s, Ring::kIgnore);
-    ring_.remove(slot_);
+    if (fd_ < 0 || stopping_) return;
+    stopping_ = true;
+    // Before: the fd was closed first and the cancel, looked up by fd, then found nothing, so
+    // the multishot accept kept the socket listening while we drained.  Now: shutdown() takes
+    // the socket out of the listen path at once (a new SYN is refused; with SO_REUSEPORT it
+    // leaves the group), and the cancel goes out with the fd still open.
+    if (!borrowed_) ::shutdown(fd_, SHUT_RDWR);
+    if (armed_) {
+        auto* s = ring_.sqe();
+        io_uring_prep_cancel_fd(s, fd_, IORING_ASYNC_CANCEL_ALL);
+        io_uring_sqe_set_data64(s, Ring::kIgnore);
+        ring_.submit();
+    }
+    if (!armed_ && !timer_) finish();
+}
+
+void Acceptor::finish() {
+    if (slot_ != UINT32_MAX) ring_.remove(slot_);
     slot_ = UINT32_MAX;
-    ::close(fd_);
+    if (fd_ >= 0 && !borrowed_) ::close(fd_);
     fd_ = -1;
 }
 
-void Acceptor::on_cqe(Op, int res, uint32_t flags) {
+void Acceptor::on_cqe(Op op, int res, uint32_t flags) {
+    if (op == Op::Timeout) {
+        timer_ = false;
+        if (stopping_) {
+            if (!armed_) finish();
+            return;
+        }
+        arm();
+        return;
+    }
     if (!(flags & IORING_CQE_F_MORE)) armed_ = false;
     if (res >= 0) {
-        cb_(res);
-    } else if (res == -EINVAL && ring_.multishot_accept) {
+        if (stopping_)
+            ::close(res);  // raced the stop: we no longer take connections
+        else
+            cb_(res);
+    } else if (res == -EINVAL && ring_.multishot_accept && !stopping_) {
         ring_.multishot_accept = false;
+    } else if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS || res == -ENOMEM) {
+        // Out of descriptors: the connection stays in the backlog and every new accept would
+        // fail at once (a busy loop).  Pause accepting for 100 ms; clients wait in the backlog.
+        errors++;
+        if (!stopping_ && !timer_) {
+            int64_t now = now_ns();
+            if (now - last_warn_ > 1000 * kMs) {
+                last_warn_ = now;
+                fmt::print(stderr, "sverbs-proxy: accept: {}; pausing accepts for 100 ms\n",
+                           std::strerror(-res));
+            }
+            if (armed_) {  // multishot still armed: cancel it, re-arm after the pause
+                auto* s = ring_.sqe();
+                io_uring_prep_cancel_fd(s, fd_, IORING_ASYNC_CANCEL_ALL);
+                io_uring_sqe_set_data64(s, Ring::kIgnore);
+            }
+            pause_ = {0, 100 * 1000 * 1000};
+            auto* s = ring_.sqe();
+            io_uring_prep_timeout(s, &pause_, 0, 0);
+            ring_.tag(s, slot_, Op::Timeout);
+            timer_ = true;
+        }
+        return;
+    } else if (res < 0 && res != -ECANCELED && res != -EINTR && res != -EAGAIN &&
+               res != -ECONNABORTED && !stopping_) {
+        errors++;
     }
-    // EMFILE and friends: keep accepting; the callback side sheds load.
+    if (stopping_) {
+        if (!armed_ && !timer_) finish();
+        return;
+    }
     if (!armed_) arm();
 }
 

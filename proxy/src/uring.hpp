@@ -33,12 +33,9 @@ class IoHandler {
     ~IoHandler() = default;
 };
 
-struct SockAddr {
-    sockaddr_storage addr{};
-    socklen_t len = 0;
-    int family = AF_INET;
-};
-// Resolves host names with getaddrinfo (call outside the hot path).
+// The address resolved at configuration time (resolve_addresses); an endpoint that was not
+// resolved there is an error here, not a blocking getaddrinfo on the event loop -- except a
+// numeric address or a unix path, which need no resolver.
 Result<SockAddr> resolve(const Endpoint& ep);
 Result<int> listen_socket(const Endpoint& ep, bool reuseport, int backlog = 4096);
 
@@ -65,6 +62,7 @@ class Ring {
     // Deliver on_cqe(op, 0, 0) to slot at the end of this iteration.
     void post(uint32_t slot, Op op) { posted_.push_back({slot, handlers_[slot].gen, op}); }
 
+    void submit() { io_uring_submit(&ring_); }
     // Submit, wait up to timeout_ns (<0: forever) for one completion, dispatch all.
     int run_once(int64_t timeout_ns);
 
@@ -130,7 +128,10 @@ class StreamConn final : public IoHandler {
     void close_after_flush(bool linger = false);
     int64_t lingering_since() const { return linger_since_; }
     void close();
-    void pause_recv(bool p);  // stop delivering data (pipelined input buffered by owner)
+    // Back-pressure: stop reading (the kernel's socket buffer, then TCP flow control, hold the
+    // client) until resumed.  Data already in flight may still arrive once.
+    void pause_recv(bool p);
+    bool recv_paused() const { return paused_; }
 
     bool is_open() const { return fd_ >= 0 && !closing_; }
     bool connected() const { return connected_; }
@@ -151,7 +152,7 @@ class StreamConn final : public IoHandler {
     uint32_t slot_ = UINT32_MAX;
     int inflight_ = 0;
     bool recv_armed_ = false, send_inflight_ = false, closing_ = false, finished_ = false;
-    bool connected_ = false, close_after_flush_ = false, linger_ = false;
+    bool connected_ = false, close_after_flush_ = false, linger_ = false, paused_ = false;
     int64_t linger_since_ = 0;
     void finish_output();
     std::string out_, sending_;
@@ -167,17 +168,26 @@ class Acceptor final : public IoHandler {
     Acceptor(Ring& ring, Callback cb) : ring_(ring), cb_(std::move(cb)) {}
     ~Acceptor();
     Status listen(const Endpoint& ep, bool reuseport);
-    void stop();  // stop accepting, close the listening socket
-    bool active() const { return fd_ >= 0; }
+    // A listening socket we were given (systemd socket activation); not closed by stop() when
+    // borrowed (other workers share it).
+    Status adopt(int fd, bool borrowed);
+    // Stop accepting: new connections are refused at once (shutdown of the listening socket,
+    // submitted cancel), the socket closed when the pending accept has completed.
+    void stop();
+    bool active() const { return fd_ >= 0 && !stopping_; }
+    uint64_t errors = 0;  // accept failures (EMFILE, ...)
 
   private:
     void on_cqe(Op op, int res, uint32_t flags) override;
     void arm();
+    void finish();
     Ring& ring_;
     Callback cb_;
     int fd_ = -1;
     uint32_t slot_ = UINT32_MAX;
-    bool armed_ = false;
+    bool armed_ = false, stopping_ = false, borrowed_ = false, timer_ = false;
+    __kernel_timespec pause_{};
+    int64_t last_warn_ = 0;
 };
 
 // Cross-thread wake-up: notify() from any thread runs the callback on the ring's thread.

@@ -50,7 +50,7 @@ DIR=$(mktemp -d /tmp/sverbs-proxy-rdma.XXXXXX)
 FAILS=0 PASSES=0
 PIDS=()
 IN_IP=10.77.0.1 EG_IP=10.77.0.2
-P_IN=18080 P_EG=17000 P_MET=17001 P_SVC=19000
+P_IN=18080 P_EG=17000 P_MET=17001 P_SVC=19000 P_IMET=18081
 URL=http://$IN_IP:$P_IN
 
 cleanup() {
@@ -98,6 +98,7 @@ listen = "$IN_IP:$P_IN"
 workers = 2
 max_body_bytes = "512KiB"
 request_timeout_ms = 8000
+metrics_listen = "$IN_IP:$P_IMET"
 
 [[ingress.egress]]
 name = "gpu"
@@ -159,7 +160,7 @@ wait_200() {  # bounded: 30 s
 wait_channels() {
     local c
     for _ in $(seq 1 150); do
-        c=$(metric_sum "$URL/metrics" 'sverbs_proxy_channel_up{role="ingress"')
+        c=$(metric_sum "http://$IN_IP:$P_IMET/metrics" 'sverbs_proxy_channel_up{role="ingress"')
         [ "$c" = 2 ] && return 0
         sleep 0.2
     done
@@ -179,7 +180,7 @@ raw_status() {
 metric_sum() {  # metric_sum URL NAME-PREFIX: sum of the samples whose line starts with it
     curl -s --max-time 2 "$1" | awk -v m="$2" 'index($0, m) == 1 {s += $NF} END {print s + 0}'
 }
-inflight() { metric_sum "$URL/metrics" 'sverbs_proxy_inflight_requests{role="ingress"'; }
+inflight() { metric_sum "http://$IN_IP:$P_IMET/metrics" 'sverbs_proxy_inflight_requests{role="ingress"'; }
 stop_all() {
     for p in ${INGRESS_PID:-} ${EGRESS_PID:-} ${COMPUTE_PID:-}; do kill -9 "$p" 2> /dev/null; done
     wait 2> /dev/null
@@ -221,7 +222,7 @@ run_mode() {
     check "[$m] ingress uses libibverbs + librxe of $PREFIX" maps_prefix_rxe "$INGRESS_PID"
     check "[$m] egress uses libibverbs + librxe of $PREFIX" maps_prefix_rxe "$EGRESS_PID"
     wait_channels || true
-    c=$(metric_sum "$URL/metrics" 'sverbs_proxy_channel_up{role="ingress"')
+    c=$(metric_sum "http://$IN_IP:$P_IMET/metrics" 'sverbs_proxy_channel_up{role="ingress"')
     check "[$m] ingress: 2 rdma channels up (got $c)" [ "$c" = 2 ]
 
     # --- 200
@@ -238,7 +239,7 @@ run_mode() {
     local bad=0
     for i in 1 2 3 4 5 6 7 8; do same_file "$DIR/big3.bin" "$DIR/big3.$i.out" || bad=$((bad + 1)); done
     check "[$m] 8 concurrent 300000 B echoes (2 MiB ring wraps/fills), $bad wrong" [ $bad = 0 ]
-    c=$(metric_sum "$URL/metrics" 'sverbs_proxy_channel_large_frames_total{role="ingress"')
+    c=$(metric_sum "http://$IN_IP:$P_IMET/metrics" 'sverbs_proxy_channel_large_frames_total{role="ingress"')
     # 9 large requests; the ingress may batch up to three into one frame (<= max_frame_bytes)
     check "[$m] ingress sent large frames by WRITE WITH IMM ($c)" [ "${c%.*}" -ge 4 ]
     out=$(curl -s --max-time 20 -X POST "$URL/matmul?n=16")
@@ -296,20 +297,29 @@ run_mode() {
     c=$(metric_sum "http://$EG_IP:$P_MET/metrics" 'sverbs_proxy_channel_credit_stalls_total')
     echo "# [$m] egress credit stalls: $c"
 
-    # --- graceful drain
-    kill -TERM "$INGRESS_PID"
-    local rc=timeout
-    for _ in $(seq 1 200); do
-        kill -0 "$INGRESS_PID" 2> /dev/null || break
-        sleep 0.05
+    # --- egress drain with answers in flight (issue 17, defect 4): 8 requests held at the
+    # stopped service, SIGTERM to the egress, then the service resumes: every request gets
+    # exactly one answer, 200 with its own body -- the channel goes down only after its last
+    # sends completed, and the ingress polls its CQ before it gives up on the channel.
+    kill -STOP "$COMPUTE_PID"
+    local held=()
+    for i in $(seq 1 8); do
+        curl -s --max-time 30 -d "drain-$i-$RANDOM" -o "$DIR/drain-$i.out" -w '%{http_code}' \
+            "$URL/echo" > "$DIR/drain-$i.code" &
+        held+=($!)
     done
-    kill -0 "$INGRESS_PID" 2> /dev/null || {
-        wait "$INGRESS_PID"
-        rc=$?
-    }
-    check "[$m] ingress drains on SIGTERM, exit $rc" [ "$rc" = 0 ]
+    for _ in $(seq 1 100); do [ "$(inflight)" = 8 ] && break; sleep 0.1; done
     kill -TERM "$EGRESS_PID"
-    rc=timeout
+    sleep 0.5
+    kill -CONT "$COMPUTE_PID"
+    wait "${held[@]}"
+    local bad=0 codes=""
+    for i in $(seq 1 8); do
+        codes="$codes $(cat "$DIR/drain-$i.code")"
+        [ "$(cat "$DIR/drain-$i.code")" = 200 ] && grep -q "^drain-$i-[0-9]*$" "$DIR/drain-$i.out" || bad=$((bad + 1))
+    done
+    check "[$m] egress SIGTERM with 8 answers in flight: all 200 with their bodies (codes:$codes)" [ "$bad" = 0 ]
+    local rc=timeout
     for _ in $(seq 1 200); do
         kill -0 "$EGRESS_PID" 2> /dev/null || break
         sleep 0.05
@@ -319,6 +329,19 @@ run_mode() {
         rc=$?
     }
     check "[$m] egress drains on SIGTERM, exit $rc" [ "$rc" = 0 ]
+
+    # --- graceful drain of the ingress
+    kill -TERM "$INGRESS_PID"
+    rc=timeout
+    for _ in $(seq 1 200); do
+        kill -0 "$INGRESS_PID" 2> /dev/null || break
+        sleep 0.05
+    done
+    kill -0 "$INGRESS_PID" 2> /dev/null || {
+        wait "$INGRESS_PID"
+        rc=$?
+    }
+    check "[$m] ingress drains on SIGTERM, exit $rc" [ "$rc" = 0 ]
     [ "$FAILS" = 0 ] || logs
     stop_all
     for f in "$DIR"/*.log; do mv "$f" "$f.$mode"; done

@@ -1,0 +1,986 @@
+#!/usr/bin/env python3
+"""Fault tests of sverbs-proxy (issue 17, part 1) over the TCP transport on 127.0.0.1.
+
+usage: faults.py <test> <sverbs-proxy> <sverbs-compute>
+       faults.py --list
+
+Every test counts the answers: each request it sends must get exactly one HTTP response
+(never none, never two).  A test that cannot run fails and says why.
+"""
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+TESTS = {}
+
+
+def test(fn):
+    TESTS[fn.__name__.replace("_", "-")] = fn
+    return fn
+
+
+class Failed(Exception):
+    pass
+
+
+FAILS = []
+
+
+def check(cond, what):
+    if cond:
+        print(f"ok: {what}", flush=True)
+    else:
+        print(f"FAIL: {what}", flush=True)
+        FAILS.append(what)
+    return cond
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ------------------------------------------------------------------ HTTP client that counts
+
+
+class Answer:
+    def __init__(self, status, headers, body, count, raw_headers=""):
+        self.status, self.headers, self.body, self.count = status, headers, body, count
+        self.raw_headers = raw_headers
+
+    def __repr__(self):
+        return f"<{self.count} answer(s), status {self.status}>"
+
+
+def parse_responses(data, head=False):
+    """Splits a byte stream into HTTP/1.1 responses; returns a list of (status, headers, body)."""
+    out = []
+    while data:
+        end = data.find(b"\r\n\r\n")
+        if end < 0:
+            out.append((-1, {}, data))  # garbage / partial
+            break
+        head_txt = data[:end].decode("latin-1")
+        data = data[end + 4:]
+        lines = head_txt.split("\r\n")
+        m = re.match(r"HTTP/1\.[01] (\d{3})", lines[0])
+        if not m:
+            out.append((-1, {}, head_txt.encode()))
+            break
+        status = int(m.group(1))
+        hdrs = {}
+        for ln in lines[1:]:
+            k, _, v = ln.partition(":")
+            hdrs.setdefault(k.strip().lower(), []).append(v.strip())
+        if status == 100:
+            continue
+        n = 0
+        if "content-length" in hdrs and not head and status not in (204, 304):
+            n = int(hdrs["content-length"][0])
+        elif "content-length" not in hdrs and not head and status not in (204, 304):
+            n = len(data)  # read until close
+        body, data = data[:n], data[n:]
+        out.append((status, hdrs, body, head_txt))
+    return out
+
+
+def request(port, method="GET", path="/echo", body=b"", headers=None, timeout=20, version="1.1",
+            host="127.0.0.1"):
+    """One request on its own connection (Connection: close); reads until EOF and counts the
+    responses.  Returns an Answer (count 0 when none came)."""
+    hdrs = {"Host": "x", "Connection": "close"}
+    if version == "1.0":
+        hdrs = {}
+    if headers is not None:
+        hdrs.update(headers)
+        hdrs = {k: v for k, v in hdrs.items() if v is not None}
+    if body or method in ("POST", "PUT"):
+        hdrs.setdefault("Content-Length", str(len(body)))
+    req = f"{method} {path} HTTP/{version}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
+    req = req.encode() + b"\r\n" + body
+    data = b""
+    try:
+        s = socket.create_connection((host, port), timeout=timeout)
+    except OSError as e:
+        return Answer(0, {}, str(e).encode(), 0)
+    try:
+        s.sendall(req)
+        s.settimeout(timeout)
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    finally:
+        s.close()
+    rs = parse_responses(data, head=(method == "HEAD"))
+    if not rs:
+        return Answer(0, {}, b"", 0)
+    st, h, b = rs[0][0], rs[0][1], rs[0][2]
+    raw = rs[0][3] if len(rs[0]) > 3 else ""
+    return Answer(st, h, b, len(rs), raw)
+
+
+def parallel(fn, args_list):
+    res = [None] * len(args_list)
+
+    def run(i, a):
+        res[i] = fn(*a)
+
+    ts = [threading.Thread(target=run, args=(i, a)) for i, a in enumerate(args_list)]
+    for t in ts:
+        t.start()
+    return ts, res
+
+
+def exactly_once(answers, what):
+    counts = [a.count for a in answers]
+    bad = [c for c in counts if c != 1]
+    return check(not bad, f"{what}: {len(answers)} requests, every one answered exactly once"
+                 + (f" (answers per request: {counts})" if bad else ""))
+
+
+# ------------------------------------------------------------------ processes
+
+
+class Stack:
+    def __init__(self, proxy, compute, name):
+        self.proxy, self.compute = proxy, compute
+        self.dir = tempfile.mkdtemp(prefix=f"sverbs-fault-{name}.")
+        self.p_in, self.p_eg, self.p_met, self.p_svc, self.p_imet = (free_port() for _ in range(5))
+        self.procs = {}
+        self.ingress_extra, self.egress_extra, self.channel_extra = "", "", ""
+        self.upstreams = None
+        self.hosts = None
+        self.ingress_metrics = False
+
+    def config(self):
+        hosts = self.hosts or f"""
+[[ingress.egress]]
+name = "local"
+address = "127.0.0.1:{self.p_eg}"
+connections = 1
+"""
+        ups = self.upstreams or f"""
+[[upstream]]
+name = "compute"
+class = "latency"
+slo_p99_ms = 5000
+service = "127.0.0.1:{self.p_svc}"
+pool = 2
+service_timeout_ms = 3000
+service_connect_timeout_ms = 500
+
+[[route]]
+prefix = "/echo"
+upstream = "compute"
+
+[[route]]
+prefix = "/healthz"
+upstream = "compute"
+
+[[route]]
+prefix = "/matmul"
+upstream = "compute"
+"""
+        imet = f'metrics_listen = "127.0.0.1:{self.p_imet}"\n' if self.ingress_metrics else ""
+        return f"""log_level = "info"
+
+[channel]
+transport = "tcp"
+credits = 16
+reconnect_min_ms = 20
+reconnect_max_ms = 200
+heartbeat_ms = 300
+{self.channel_extra}
+
+[ingress]
+listen = "127.0.0.1:{self.p_in}"
+workers = 1
+request_timeout_ms = 8000
+{imet}{self.ingress_extra}
+{hosts}
+[egress]
+listen = "127.0.0.1:{self.p_eg}"
+workers = 1
+metrics_listen = "127.0.0.1:{self.p_met}"
+{self.egress_extra}
+{ups}
+"""
+
+    def write(self):
+        self.cfg = os.path.join(self.dir, "proxy.toml")
+        with open(self.cfg, "w") as f:
+            f.write(self.config())
+
+    def start(self, what, argv, env=None, preexec=None):
+        log = open(os.path.join(self.dir, f"{what}.log"), "ab")
+        e = dict(os.environ)
+        e.update(env or {})
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=e,
+                             preexec_fn=preexec)
+        self.procs[what] = p
+        return p
+
+    def start_compute(self):
+        return self.start("compute", [self.compute, "-l", f"127.0.0.1:{self.p_svc}", "-w", "1"])
+
+    def start_egress(self, **kw):
+        return self.start("egress", [self.proxy, "-c", self.cfg, "--role", "egress"], **kw)
+
+    def start_ingress(self, argv_prefix=(), **kw):
+        return self.start("ingress", list(argv_prefix) + [self.proxy, "-c", self.cfg, "--role",
+                                                          "ingress"], **kw)
+
+    def up(self, compute=True, **kw):
+        self.write()
+        if compute:
+            self.start_compute()
+        self.start_egress()
+        self.start_ingress(**kw)
+        return self.wait_200()
+
+    def wait_200(self, path="/healthz", tries=150):
+        for _ in range(tries):
+            a = request(self.p_in, "GET", path, timeout=5)
+            if a.status == 200:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def egress_metric(self, name):
+        try:
+            a = request(self.p_met, "GET", "/metrics", timeout=5)
+        except OSError:
+            return None
+        for ln in a.body.decode(errors="replace").splitlines():
+            if ln.startswith(name):
+                return float(ln.split()[-1])
+        return None
+
+    def rss_kib(self, what):
+        with open(f"/proc/{self.procs[what].pid}/status") as f:
+            for ln in f:
+                if ln.startswith("VmRSS:"):
+                    return int(ln.split()[1])
+        return 0
+
+    def cpu_s(self, what):
+        with open(f"/proc/{self.procs[what].pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def busy_s(self, what):
+        """Seconds the process's threads ran or waited to run (runnable): a busy loop is
+        runnable all the time even when a loaded host gives it little CPU."""
+        pid = self.procs[what].pid
+        t = 0
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    run, wait, _ = f.read().split()
+                t += int(run) + int(wait)
+            except OSError:
+                pass
+        return t / 1e9
+
+    def wait_exit(self, what, timeout=15):
+        try:
+            return self.procs[what].wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                try:
+                    os.kill(p.pid, signal.SIGCONT)
+                    p.kill()
+                except ProcessLookupError:
+                    pass
+                p.wait()
+
+    def dump(self):
+        for f in sorted(os.listdir(self.dir)):
+            if f.endswith(".log"):
+                print(f"---- {f}")
+                with open(os.path.join(self.dir, f), errors="replace") as fh:
+                    print("".join(fh.readlines()[-25:]))
+
+
+def refused(port, timeout=2.0):
+    """True when a connection to 127.0.0.1:port is refused (nothing listens)."""
+    s = socket.socket()
+    s.settimeout(timeout)
+    try:
+        s.connect(("127.0.0.1", port))
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    # Connected: something accepted it (or it sits in a listen backlog).
+    s.close()
+    return False
+
+
+# ------------------------------------------------------------------ a scriptable fake service
+
+
+class FakeService:
+    """HTTP/1.1 service on 127.0.0.1 run by the test: records every request it reads, answers
+    by a per-path rule.  rule(path, req, conn_no, req_no_on_conn) -> bytes to send or None to
+    close the connection without answering."""
+
+    def __init__(self, rule):
+        self.rule = rule
+        self.log = []  # (conn_no, method, path, headers dict lower->list, body)
+        self.lock = threading.Lock()
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        self.conns = 0
+        threading.Thread(target=self.loop, daemon=True).start()
+
+    def loop(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns += 1
+            threading.Thread(target=self.serve, args=(c, self.conns), daemon=True).start()
+
+    def serve(self, c, cno):
+        buf = b""
+        n = 0
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    d = c.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                hdrs = {}
+                for ln in lines[1:]:
+                    k, _, v = ln.partition(":")
+                    hdrs.setdefault(k.strip().lower(), []).append(v.strip())
+                ln = int(hdrs.get("content-length", ["0"])[0])
+                while len(buf) < ln:
+                    d = c.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                body, buf = buf[:ln], buf[ln:]
+                n += 1
+                with self.lock:
+                    self.log.append((cno, method, path, hdrs, body, lines))
+                out = self.rule(method, path, hdrs, body, cno, n)
+                if out is DIE_AFTER_READING:
+                    # A service that read (and executed) what was pipelined behind, then died.
+                    c.settimeout(0.5)
+                    try:
+                        while True:
+                            d = c.recv(65536)
+                            if not d:
+                                break
+                            buf += d
+                    except OSError:
+                        pass
+                    while b"\r\n\r\n" in buf:
+                        head, rest = buf.split(b"\r\n\r\n", 1)
+                        lines = head.decode("latin-1").split("\r\n")
+                        m2, p2, _ = lines[0].split(" ", 2)
+                        h2 = {}
+                        for ln in lines[1:]:
+                            k, _, v = ln.partition(":")
+                            h2.setdefault(k.strip().lower(), []).append(v.strip())
+                        ln2 = int(h2.get("content-length", ["0"])[0])
+                        if len(rest) < ln2:
+                            break
+                        with self.lock:
+                            self.log.append((cno, m2, p2, h2, rest[:ln2], lines))
+                        buf = rest[ln2:]
+                    c.shutdown(socket.SHUT_RDWR)
+                    return
+                if out is None:
+                    c.shutdown(socket.SHUT_RDWR)
+                    return
+                c.sendall(out)
+        except OSError:
+            return
+        finally:
+            c.close()
+
+    def count(self, method, path):
+        with self.lock:
+            return sum(1 for e in self.log if e[1] == method and e[2] == path)
+
+
+DIE_AFTER_READING = object()
+
+
+def ok_response(body=b"ok\n", extra=""):
+    return (f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n{extra}\r\n").encode() + body
+
+
+def fake_upstream(port, prefix="/f", pool=1, pipeline=1):
+    return f"""
+[[upstream]]
+name = "fake"
+slo_p99_ms = 5000
+service = "127.0.0.1:{port}"
+pool = {pool}
+pipeline = {pipeline}
+service_timeout_ms = 3000
+service_connect_timeout_ms = 500
+
+[[route]]
+prefix = "{prefix}"
+upstream = "fake"
+
+[[route]]
+prefix = "/healthz"
+upstream = "fake"
+"""
+
+
+# ------------------------------------------------------------------ the tests
+
+
+@test
+def drain_refuses_new(st):
+    """1. After SIGTERM the listeners (client, channel, egress metrics) refuse new connections
+    at once, and every request already accepted still gets its answer."""
+    if not check(st.up(), "stack answers 200"):
+        return
+    os.kill(st.procs["compute"].pid, signal.SIGSTOP)
+    ts, res = parallel(request, [(st.p_in, "POST", "/echo", f"held-{i}".encode()) for i in range(6)])
+    for _ in range(100):
+        if st.egress_metric('sverbs_proxy_inflight_requests{role="egress"}') == 6:
+            break
+        time.sleep(0.05)
+    check(st.egress_metric('sverbs_proxy_inflight_requests{role="egress"}') == 6,
+          "6 requests held at the stopped service")
+    os.kill(st.procs["ingress"].pid, signal.SIGTERM)
+    os.kill(st.procs["egress"].pid, signal.SIGTERM)
+    time.sleep(0.3)
+    check(refused(st.p_in), "ingress client port refuses new connections while draining")
+    check(refused(st.p_eg), "egress channel port refuses new connections while draining")
+    check(refused(st.p_met), "egress metrics port refuses new connections while draining")
+    os.kill(st.procs["compute"].pid, signal.SIGCONT)
+    for t in ts:
+        t.join()
+    exactly_once(res, "held requests")
+    check(all(a.status == 200 and a.body == f"held-{i}".encode() for i, a in enumerate(res)),
+          f"held requests answered 200 with their bodies: {[a.status for a in res]}")
+    check(st.wait_exit("ingress") == 0, "ingress exits 0")
+    check(st.wait_exit("egress") == 0, "egress exits 0")
+
+
+@test
+def reload_during_drain(st):
+    """2. SIGHUP while the workers shut down (the window widened by a test hook) must not touch
+    a destroyed worker."""
+    env = {"SVERBS_PROXY_TEST_EXIT_DELAY_MS": "400"}
+    st.write()
+    st.start_compute()
+    st.start_egress(env=env)
+    st.start_ingress(env=env)
+    if not check(st.wait_200(), "stack answers 200"):
+        return
+    for what in ("ingress", "egress"):
+        p = st.procs[what]
+        p.send_signal(signal.SIGTERM)
+        t0 = time.time()
+        while p.poll() is None and time.time() - t0 < 10:
+            try:
+                p.send_signal(signal.SIGHUP)
+            except ProcessLookupError:
+                break
+            time.sleep(0.02)
+        rc = st.wait_exit(what)
+        check(rc == 0, f"{what}: SIGHUP storm during drain, exit code {rc}")
+
+
+@test
+def egress_emfile(st):
+    """3. socket() failing with EMFILE at the egress answers 502 once, and the pool slot is
+    given back: once descriptors are free again the upstream answers 200 (not 504 forever)."""
+    st.channel_extra = "connect_timeout_ms = 60000\n"
+    st.write()
+    st.start_compute()
+    lim = 48
+    st.start_egress(preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (lim, lim)))
+    st.start_ingress()
+    for _ in range(100):
+        if st.egress_metric('sverbs_proxy_channel_up{') == 1:
+            break
+        time.sleep(0.1)
+    ok = False
+    for _ in range(100):
+        v = st.egress_metric("sverbs_proxy_channel_up")
+        if v and v >= 1:
+            ok = True
+            break
+        time.sleep(0.1)
+    if not check(ok, "channel up"):
+        return
+    pid = st.procs["egress"].pid
+    hogs = []
+    # Take every free descriptor of the egress with idle channel connections.
+    for _ in range(200):
+        if len(os.listdir(f"/proc/{pid}/fd")) >= lim:
+            break
+        hogs.append(socket.create_connection(("127.0.0.1", st.p_eg)))
+        time.sleep(0.01)
+    time.sleep(0.3)
+    n = len(os.listdir(f"/proc/{pid}/fd"))
+    check(n >= lim, f"egress holds {n} of {lim} descriptors")
+    res = [request(st.p_in, "POST", "/echo", b"emfile", timeout=15) for _ in range(3)]
+    exactly_once(res, "requests while the egress has no descriptor")
+    check(all(a.status in (502, 503) for a in res), f"answered 502: {[a.status for a in res]}")
+    for h in hogs:
+        h.close()
+    time.sleep(0.5)
+    res = [request(st.p_in, "POST", "/echo", b"again", timeout=15) for _ in range(4)]
+    exactly_once(res, "requests after descriptors are free")
+    check(all(a.status == 200 for a in res), f"answered 200 again: {[a.status for a in res]}")
+
+
+@test
+def accept_emfile(st):
+    """7. With RLIMIT_NOFILE exhausted the ingress does not spin on accept, it serves again once
+    descriptors are free, and it raises its soft limit to the hard limit at start."""
+    lim = 40
+    st.write()
+    st.start_compute()
+    st.start_egress()
+    st.start_ingress(preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (lim, lim)))
+    if not check(st.wait_200(), "stack answers 200"):
+        return
+    pid = st.procs["ingress"].pid
+    conns = [socket.create_connection(("127.0.0.1", st.p_in)) for _ in range(lim + 20)]
+    time.sleep(0.5)
+    c0, b0, t0 = st.cpu_s("ingress"), st.busy_s("ingress"), time.time()
+    time.sleep(2.0)
+    used = st.cpu_s("ingress") - c0
+    busy = st.busy_s("ingress") - b0
+    wall = time.time() - t0
+    print(f"ingress while out of descriptors: {used:.2f} CPU-s, runnable {busy:.2f} s in "
+          f"{wall:.2f} s", flush=True)
+    # A busy loop is runnable all the time (however little CPU a loaded host gives it); a
+    # paused acceptor sleeps between its timers.
+    check(busy < 0.9 * wall and used < 0.25 * wall,
+          f"no accept busy loop (runnable {busy:.2f} s, CPU {used:.2f} s, of {wall:.2f} s)")
+    for c in conns:
+        c.close()
+    time.sleep(0.3)
+    check(st.wait_200(tries=50), "serves again once descriptors are free")
+    st.stop()
+    # Soft limit raised to the hard one.
+    st.procs = {}
+    st.p_in = free_port()
+    st.write()
+    st.start_compute()
+    st.start_egress()
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    soft = min(256, hard)
+    st.start_ingress(preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)))
+    st.wait_200()
+    got = None
+    with open(f"/proc/{st.procs['ingress'].pid}/limits") as f:
+        for ln in f:
+            if ln.startswith("Max open files"):
+                got = ln.split()[3:5]
+    check(got and got[0] == got[1], f"RLIMIT_NOFILE soft raised to hard at start: {got}")
+
+
+@test
+def no_resend_non_idempotent(st):
+    """5. A POST that may have reached the service (the connection dies after it was written) is
+    answered 502, never executed twice; a GET may be retried; a request behind a
+    `Connection: close` answer (provably not processed) is re-sent."""
+
+    def rule(method, path, hdrs, body, cno, n):
+        if path == "/f/warm":
+            return ok_response()
+        if path.startswith("/f/die") and cno <= 2 and n >= 2:
+            return None  # read it (maybe executed), then the connection dies
+        if path == "/f/closeafter":
+            return ok_response(b"last\n", "Connection: close\r\n")
+        return ok_response(body or b"ok\n")
+
+    fake = FakeService(rule)
+    st.upstreams = fake_upstream(fake.port, pool=1, pipeline=1)
+    if not check(st.up(compute=False), "stack answers 200"):
+        return
+    a = request(st.p_in, "GET", "/f/warm")
+    check(a.status == 200, "keep-alive service connection warmed")
+    a = request(st.p_in, "POST", "/f/die-post", b"pay once")
+    exactly_once([a], "POST whose connection died")
+    check(a.status == 502, f"POST answered 502 (got {a.status})")
+    check(fake.count("POST", "/f/die-post") == 1,
+          f"POST executed once by the service (seen {fake.count('POST', '/f/die-post')} times)")
+    # GET is idempotent: a retry on a fresh connection is allowed and answers 200.
+    a = request(st.p_in, "GET", "/f/warm")
+    a = request(st.p_in, "GET", "/f/die-get")
+    exactly_once([a], "GET whose connection died")
+    check(a.status == 200 and fake.count("GET", "/f/die-get") == 2,
+          f"GET retried once: status {a.status}, seen {fake.count('GET', '/f/die-get')} times")
+
+
+@test
+def no_resend_pipelined(st):
+    """5. Pipelined POSTs behind one whose connection died are not re-sent (502)."""
+    gate = threading.Event()
+
+    def rule(method, path, hdrs, body, cno, n):
+        if path == "/f/slow" and cno == 1:
+            gate.wait(5)
+            return DIE_AFTER_READING  # dies with the POSTs behind it read (executed)
+        return ok_response(body or b"ok\n")
+
+    fake = FakeService(rule)
+    st.upstreams = fake_upstream(fake.port, pool=1, pipeline=8)
+    if not check(st.up(compute=False), "stack answers 200"):
+        return
+    ts, res = parallel(request, [(st.p_in, "GET", "/f/slow")])
+    time.sleep(0.3)
+    ts2, res2 = parallel(request, [(st.p_in, "POST", f"/f/p{i}", b"x") for i in range(4)])
+    time.sleep(1.0)
+    gate.set()
+    for t in ts + ts2:
+        t.join()
+    res = res + res2
+    exactly_once(res, "pipelined requests on a dying connection")
+    posts = [fake.count("POST", f"/f/p{i}") for i in range(4)]
+    check(all(c <= 1 for c in posts), f"no POST executed twice (service saw {posts})")
+    check(all(a.status == 502 for a, c in zip(res[1:], posts) if c == 1),
+          f"POSTs that reached the service answered 502: {[a.status for a in res[1:]]}")
+
+
+@test
+def http_correctness(st):
+    """9. Host matched case-insensitively and exactly, hop-by-hop headers (and those Connection
+    names) stripped both ways, no Content-Length on 204/304, /metrics only on its listener."""
+
+    def rule(method, path, hdrs, body, cno, n):
+        if path == "/f/204":
+            return b"HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n"
+        if path == "/f/304":
+            return b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n"
+        if path == "/f/hop":
+            return ok_response(b"hop\n", "Connection: X-Resp-Hop\r\nX-Resp-Hop: 1\r\n"
+                               "Keep-Alive: timeout=5\r\n")
+        return ok_response(json.dumps(hdrs).encode())
+
+    fake = FakeService(rule)
+    st.upstreams = fake_upstream(fake.port)
+    st.ingress_metrics = True
+    if not check(st.up(compute=False), "stack answers 200"):
+        return
+    a = request(st.p_in, "GET", "/f/h", version="1.0", headers={"X-Forwarded-Host": "fwd"})
+    h = json.loads(a.body or b"{}")
+    check(a.count == 1 and h.get("host"), f"no Host from the client: the service gets one ({h})")
+    a = request(st.p_in, "GET", "/f/h", headers={"Host": None, "HOST": "upper.example"})
+    h = json.loads(a.body or b"{}")
+    check(h.get("host") == ["upper.example"], f"HOST: forwarded once, not doubled ({h.get('host')})")
+    a = request(st.p_in, "GET", "/f/h", headers={"Connection": "close, X-Hop", "X-Hop": "secret",
+                                                  "TE": "trailers", "Upgrade": "h2c",
+                                                  "Keep-Alive": "timeout=5", "X-Keep": "1"})
+    h = json.loads(a.body or b"{}")
+    check("x-hop" not in h and "te" not in h and "upgrade" not in h and "keep-alive" not in h
+          and h.get("x-keep") == ["1"], f"request hop-by-hop headers stripped ({sorted(h)})")
+    a = request(st.p_in, "GET", "/f/hop")
+    check(a.count == 1 and "x-resp-hop" not in a.headers and "keep-alive" not in a.headers,
+          f"response hop-by-hop headers stripped ({sorted(a.headers)})")
+    for code in (204, 304):
+        a = request(st.p_in, "GET", f"/f/{code}")
+        check(a.count == 1 and a.status == code and "content-length" not in a.headers,
+              f"{code} without Content-Length ({a.raw_headers!r})")
+    a = request(st.p_in, "GET", "/metrics")
+    check(a.count == 1 and b"sverbs_proxy_" not in a.body,
+          f"/metrics not served on the client port (status {a.status})")
+    a = request(st.p_imet, "GET", "/metrics")
+    check(a.status == 200 and b"sverbs_proxy_requests_total" in a.body,
+          "/metrics served on the ingress metrics_listen")
+
+
+DNS_DELAY = 2.0
+
+
+def fake_dns(sock, names):
+    """Answers A queries for `names` with 127.0.0.1 after DNS_DELAY, everything else NXDOMAIN
+    after DNS_DELAY: a slow resolver."""
+
+    def reply(data, addr):
+        time.sleep(DNS_DELAY)
+        qid, flags, qd = struct.unpack(">HHH", data[:6])
+        i = 12
+        labels = []
+        while data[i]:
+            labels.append(data[i + 1:i + 1 + data[i]].decode())
+            i += data[i] + 1
+        qtype = struct.unpack(">H", data[i + 1:i + 3])[0]
+        q = data[12:i + 5]
+        name = ".".join(labels).lower()
+        if name in names and qtype == 1:
+            ans = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 5, 4) + socket.inet_aton("127.0.0.1")
+            hdr = struct.pack(">HHHHHH", qid, 0x8180, 1, 1, 0, 0)
+            out = hdr + q + ans
+        elif name in names:
+            out = struct.pack(">HHHHHH", qid, 0x8180, 1, 0, 0, 0) + q
+        else:
+            out = struct.pack(">HHHHHH", qid, 0x8183, 1, 0, 0, 0) + q
+        try:
+            sock.sendto(out, addr)
+        except OSError:
+            pass
+
+    while True:
+        try:
+            data, addr = sock.recvfrom(512)
+        except OSError:
+            return
+        threading.Thread(target=reply, args=(data, addr), daemon=True).start()
+
+
+@test
+def no_blocking_resolve(st):
+    """8. A host name is never resolved on the event loop: with a slow resolver (a fake DNS
+    server on 127.0.0.1:53, seen through a private mount of /etc/resolv.conf) and an egress
+    host by name that keeps failing, requests through another egress stay fast."""
+    if os.geteuid() != 0:
+        check(False, "needs root for unshare -m (private /etc/resolv.conf)")
+        return
+    try:
+        dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        dns.bind(("127.0.0.1", 53))
+    except OSError as e:
+        check(False, f"cannot bind the fake DNS server to 127.0.0.1:53: {e}")
+        return
+    threading.Thread(target=fake_dns, args=(dns, {"slow.sverbs.test"}), daemon=True).start()
+    dead = free_port()
+    st.hosts = f"""
+[[ingress.egress]]
+name = "local"
+address = "127.0.0.1:{st.p_eg}"
+
+[[ingress.egress]]
+name = "slow"
+address = "slow.sverbs.test:{dead}"
+"""
+    st.upstreams = f"""
+[[upstream]]
+name = "compute"
+egress = ["local"]
+slo_p99_ms = 5000
+service = "127.0.0.1:{st.p_svc}"
+
+[[upstream]]
+name = "other"
+egress = ["slow"]
+
+[[route]]
+prefix = "/echo"
+upstream = "compute"
+
+[[route]]
+prefix = "/healthz"
+upstream = "compute"
+"""
+    rc = os.path.join(st.dir, "resolv.conf")
+    with open(rc, "w") as f:
+        f.write("nameserver 127.0.0.1\noptions timeout:5 attempts:1\n")
+    st.write()
+    st.start_compute()
+    st.start_egress()
+    st.start_ingress(argv_prefix=["unshare", "-m", "sh", "-c",
+                                  f'mount --bind "{rc}" /etc/resolv.conf && exec "$0" "$@"'])
+    if not check(st.wait_200(tries=300), "stack answers 200"):
+        return
+    lat = []
+    t_end = time.time() + 4 * DNS_DELAY
+    while time.time() < t_end:
+        t0 = time.time()
+        a = request(st.p_in, "POST", "/echo", b"quick", timeout=30)
+        lat.append((time.time() - t0, a.count, a.status))
+    worst = max(x[0] for x in lat)
+    exactly_once([Answer(s, {}, b"", c) for _, c, s in lat], "requests while a name keeps failing")
+    print(f"{len(lat)} requests, slowest {worst * 1000:.0f} ms", flush=True)
+    check(worst < DNS_DELAY / 2, f"no request waited on the resolver (slowest {worst:.2f} s, "
+          f"resolver delay {DNS_DELAY} s)")
+
+
+@test
+def memory_bound(st):
+    """6. Memory is bounded per connection and in total: 10,000 idle and 1,000 slow (slowloris)
+    connections; RSS of the ingress reported; every slow request answered exactly once."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < 12000:
+        check(False, f"needs RLIMIT_NOFILE >= 12000 for 10,000 connections (hard limit {hard})")
+        return
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    st.ingress_extra = ("max_connections = 20000\nmax_body_bytes = 65536\nclient_timeout_ms = 6000\n"
+                        "idle_timeout_ms = 60000\nconnection_buffer_bytes = \"64KiB\"\n"
+                        "memory_limit_bytes = \"8MiB\"\n")
+    if not check(st.up(), "stack answers 200"):
+        return
+    base = st.rss_kib("ingress")
+    idle = []
+    for i in range(10000):
+        idle.append(socket.create_connection(("127.0.0.1", st.p_in)))
+    time.sleep(2.0)
+    r_idle = st.rss_kib("ingress")
+    per = (r_idle - base) * 1024 / 10000
+    print(f"RSS ingress: {base} KiB at start, {r_idle} KiB with 10,000 idle connections "
+          f"({per:.0f} B each)", flush=True)
+    check(per < 16384, f"an idle connection costs {per:.0f} B (< 16 KiB)")
+    for s in idle:
+        s.close()
+    time.sleep(1.0)
+    base2 = st.rss_kib("ingress")
+    slow = []
+    chunk = b"a" * 40000
+    for i in range(1000):
+        s = socket.create_connection(("127.0.0.1", st.p_in))
+        s.setblocking(False)
+        try:
+            s.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n" + chunk)
+        except BlockingIOError:
+            pass
+        slow.append(s)
+    time.sleep(2.0)
+    r_slow = st.rss_kib("ingress")
+    grow = (r_slow - base2) / 1024
+    print(f"RSS ingress: {base2} KiB before, {r_slow} KiB with 1,000 slow requests holding 40 KB "
+          f"each ({grow:.1f} MiB more; memory_limit_bytes = 8 MiB)", flush=True)
+    check(grow < 8 + 16, f"RSS bounded by memory_limit_bytes (+{grow:.1f} MiB)")
+    # Every slow request gets exactly one answer (503 when shed, 408 at client_timeout).
+    answers = []
+    deadline = time.time() + 30
+    for s in slow:
+        s.setblocking(True)
+        s.settimeout(max(0.1, deadline - time.time()))
+        data = b""
+        try:
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                data += d
+        except OSError:
+            pass
+        s.close()
+        rs = parse_responses(data)
+        answers.append(Answer(rs[0][0] if rs else 0, {}, b"", len(rs)))
+    exactly_once(answers, "slow requests")
+    codes = {}
+    for a in answers:
+        codes[a.status] = codes.get(a.status, 0) + 1
+    print(f"slow requests answered: {codes}", flush=True)
+    check(st.wait_200(), "still serves after the slow clients")
+
+
+def notify_listener(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(path)
+    msgs = []
+
+    def loop():
+        while True:
+            try:
+                d = s.recv(4096)
+            except OSError:
+                return
+            msgs.append(d.decode())
+
+    threading.Thread(target=loop, daemon=True).start()
+    return s, msgs
+
+
+@test
+def systemd_notify(st):
+    """10. sd_notify READY/RELOADING/STOPPING, and socket activation (the listening socket
+    passed by systemd-socket-activate; the unit files in proxy/systemd)."""
+    sock_path = os.path.join(st.dir, "notify.sock")
+    _, msgs = notify_listener(sock_path)
+    st.write()
+    st.start_compute()
+    st.start_egress()
+    act = "systemd-socket-activate"
+    if subprocess.call(["sh", "-c", f"command -v {act} >/dev/null"]) != 0:
+        check(False, f"{act} is not installed (Debian package systemd)")
+        return
+    st.start_ingress(argv_prefix=[act, "-l", f"127.0.0.1:{st.p_in}", "-E", "NOTIFY_SOCKET"],
+                     env={"NOTIFY_SOCKET": sock_path})
+    ok = st.wait_200()
+    check(ok, "ingress serves on the socket systemd-socket-activate passed")
+    for _ in range(50):
+        if any("READY=1" in m for m in msgs):
+            break
+        time.sleep(0.1)
+    check(any("READY=1" in m for m in msgs), f"READY=1 sent: {msgs}")
+    log = open(os.path.join(st.dir, "ingress.log"), errors="replace").read()
+    check("socket activation" in log, "ingress logs that it uses the passed socket")
+    n = len(msgs)
+    st.procs["ingress"].send_signal(signal.SIGHUP)
+    time.sleep(1.0)
+    check(any("RELOADING=1" in m for m in msgs[n:]), f"RELOADING=1 on SIGHUP: {msgs[n:]}")
+    check(any("READY=1" in m for m in msgs[n:]), "READY=1 after the reload")
+    st.procs["ingress"].send_signal(signal.SIGTERM)
+    rc = st.wait_exit("ingress")
+    time.sleep(0.2)
+    check(any("STOPPING=1" in m for m in msgs), f"STOPPING=1 on SIGTERM: {msgs}")
+    check(rc == 0, f"ingress exits 0 ({rc})")
+    here = os.path.dirname(os.path.abspath(__file__))
+    unit = os.path.join(here, "..", "..", "systemd", "sverbs-proxy@.service")
+    check(os.path.exists(unit), "systemd unit proxy/systemd/sverbs-proxy@.service in the repo")
+    if os.path.exists(unit):
+        txt = open(unit).read()
+        check("Type=notify-reload" in txt or "Type=notify" in txt, "unit is Type=notify")
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--list":
+        print("\n".join(TESTS))
+        return 0
+    if len(sys.argv) != 4 or sys.argv[1] not in TESTS:
+        print(__doc__)
+        print("tests:", ", ".join(TESTS))
+        return 2
+    name, proxy, compute = sys.argv[1:]
+    st = Stack(proxy, compute, name)
+    try:
+        TESTS[name](st)
+    except Exception as e:  # a test that cannot run fails, and says why
+        import traceback
+        traceback.print_exc()
+        FAILS.append(f"exception: {e}")
+    finally:
+        st.stop()
+        if FAILS:
+            st.dump()
+    print(f"{name}: {len(FAILS)} failure(s)")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
