@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """Run the sverbs pyverbs tests: every test_*.py in this folder.
 
-usage: runner.py [-k PATTERN] [TEST_DIR...]
+usage: runner.py [-k PATTERN] [--results FILE.tsv] [TEST_DIR...]
     (Debian's /usr/bin/python3, PYTHONPATH with our pyverbs: see run.sh)
 
 Prints unittest's verbose per-test lines, then one closing line
-"N passed, N failed, N skipped".  Exit status: 0 all passed (or skipped),
+"N passed, N failed, N skipped"; with --results, one line per test
+"<id> TAB <outcome> TAB <reason>" (outcome ok | skip | fail | error | xfail |
+xpass, as run-rdma-core.py writes them, for compare-rdma-core.py).  Exit status: 0 all passed (or skipped),
 1 a failure or error, 77 when no test ran at all or every test skipped.
 """
 import argparse
@@ -16,10 +18,28 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def write_results(path, suite, result):
+    def ids(s):
+        for t in s:
+            yield from (ids(t) if isinstance(t, unittest.TestSuite) else [t])
+    out = {t.id(): ("ok", "") for t in ids(suite)}
+    for kind, items in (("fail", result.failures), ("error", result.errors),
+                        ("skip", result.skipped), ("xfail", result.expectedFailures)):
+        for t, why in items:
+            lines = (why or "").strip().splitlines()
+            out[t.id()] = (kind, (lines[-1] if lines else "").replace("\t", " ")[:300])
+    for t in result.unexpectedSuccesses:
+        out[t.id()] = ("xpass", "")
+    with open(path, "w") as f:
+        for tid, (o, why) in out.items():
+            f.write(f"{tid}\t{o}\t{why}\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-k", dest="patterns", action="append",
                     help="only tests whose name contains PATTERN")
+    ap.add_argument("--results", help="write per-test outcomes (TSV) here")
     ap.add_argument("dirs", nargs="*", default=[HERE])
     args = ap.parse_args()
 
@@ -32,6 +52,8 @@ def main():
         suite.addTests(loader.discover(d, pattern="test_*.py", top_level_dir=d))
 
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)
+    if args.results:
+        write_results(args.results, suite, result)
     failed = len(result.failures) + len(result.errors) + \
         len(result.unexpectedSuccesses)
     skipped = len(result.skipped)
