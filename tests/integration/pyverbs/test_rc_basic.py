@@ -153,6 +153,20 @@ class TestRCBasic(RCTestCase):
             self.assertEqual(self.b.mr.read(size, 1 * MIB + i * size),
                              pattern(size, 50 + i), f"write {i}")
 
+    def test_assert_no_more_sees_a_pending_completion(self):
+        """The drain helper itself: a completion that is still to come when
+        assert_no_more is called (a second signaled WRITE, not polled) makes
+        it fail - deterministically, whatever the timing (it drains to a
+        marker posted after it)."""
+        for i in range(2):
+            post_send(self.a, 500 + i, e.IBV_WR_RDMA_WRITE, 0, 64 * KIB,
+                      remote=self.b, remote_offset=1 * MIB)
+        [wc] = poll(self.a, 1)
+        self.assertWC(wc, 500, e.IBV_WC_RDMA_WRITE)
+        with self.assertRaises(AssertionError) as cm:
+            assert_no_more(self, self.a)
+        self.assertIn("wr_id=501", str(cm.exception))
+
 
 if __name__ == "__main__":
     unittest.main()
