@@ -69,7 +69,7 @@ for mode in "${mlist[@]}"; do
 	echo "# ==== $sub [$mode] ${envs[*]}"
 	runs=$((runs + 1)) sruns=$((sruns + 1))
 	# a hang guard on top of the binary's own watchdog
-	env "${envs[@]}" timeout -s KILL "${E2E_RUN_TIMEOUT:-240}" "$bin" "$sub" "${e2e_args[@]}"
+	env "${envs[@]}" timeout -s KILL "${E2E_RUN_TIMEOUT:-120}" "$bin" "$sub" "${e2e_args[@]}"
 	rc=$?
 	echo "# ==== $sub [$mode]: exit $rc"
 	if [ $rc != 0 ] && [ "$mode" = off ]; then
@@ -81,7 +81,7 @@ for mode in "${mlist[@]}"; do
 			"$(grep -H . /sys/class/infiniband/rxe*/ports/1/hw_counters/{completer_retry_err,rcvd_seq_err,retry_exceeded_err,out_of_seq_request} 2>/dev/null |
 				sed 's|.*/\(rxe[0-9]\)/.*/|\1 |' | paste -sd' ')"
 		echo "# ==== one more stock run (a known 6.1 rxe retransmission stall is not what this tests)"
-		env "${envs[@]}" timeout -s KILL "${E2E_RUN_TIMEOUT:-240}" "$bin" "$sub" "${e2e_args[@]}"
+		env "${envs[@]}" timeout -s KILL "${E2E_RUN_TIMEOUT:-120}" "$bin" "$sub" "${e2e_args[@]}"
 		rc=$?
 		echo "# ==== $sub [$mode] second run: exit $rc"
 	fi

@@ -36,7 +36,7 @@ fi
 SCRATCH=$(mktemp -d "$REPO/build/vm-selftest.XXXXXX")
 trap 'rm -rf "$SCRATCH"' EXIT
 export SVERBS_VM_RW=$REPO/build
-export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT_EACH:-90}  # each boot; meson guards the whole
+export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT_EACH:-60}  # each boot; meson guards the whole
 
 PASS=0 FAIL=0
 ok()  { PASS=$((PASS + 1)); echo "ok - $*"; }
