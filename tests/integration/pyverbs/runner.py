@@ -18,11 +18,16 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def write_results(path, suite, result):
-    def ids(s):
-        for t in s:
-            yield from (ids(t) if isinstance(t, unittest.TestSuite) else [t])
-    out = {t.id(): ("ok", "") for t in ids(suite)}
+def test_ids(suite):
+    for t in suite:
+        if isinstance(t, unittest.TestSuite):
+            yield from test_ids(t)
+        else:
+            yield t.id()
+
+
+def write_results(path, ids, result):
+    out = {tid: ("ok", "") for tid in ids}
     for kind, items in (("fail", result.failures), ("error", result.errors),
                         ("skip", result.skipped), ("xfail", result.expectedFailures)):
         for t, why in items:
@@ -51,9 +56,10 @@ def main():
     for d in args.dirs:
         suite.addTests(loader.discover(d, pattern="test_*.py", top_level_dir=d))
 
+    all_ids = list(test_ids(suite))     # (a suite forgets its tests as they run)
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)
     if args.results:
-        write_results(args.results, suite, result)
+        write_results(args.results, all_ids, result)
     failed = len(result.failures) + len(result.errors) + \
         len(result.unexpectedSuccesses)
     skipped = len(result.skipped)

@@ -42,6 +42,31 @@ def layer_expected_on():
     return v not in ("off", "0", "no", "false")
 
 
+def _env_size(name, default):
+    v = os.environ.get(name, "").strip().lower().rstrip("b").rstrip("i")
+    if not v:
+        return default
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(v[-1], 1)
+    return int(v.rstrip("kmg")) * mult
+
+
+def imm_byte_len(length):
+    """The byte_len the responder's completion of a WRITE_WITH_IMM of
+    `length` bytes from a QP that states no priority reports: stock, the
+    whole length; with the layer slicing from the first WR
+    (SVERBS_SLICE_ALWAYS) and a fixed SVERBS_SLICE_BYTES below the length,
+    the final slice's length - a documented semantic (docs/semantics.md,
+    "Slicing": each slice is its own RDMA message).  None: the layer
+    slices adaptively, the final slice's length is not known here."""
+    always = os.environ.get("SVERBS_SLICE_ALWAYS", "off").strip().lower()
+    if not layer_expected_on() or always not in ("on", "1", "yes", "true"):
+        return length
+    sl = _env_size("SVERBS_SLICE_BYTES", 0)
+    if sl == 0:
+        return None
+    return length if length <= sl else length - sl * ((length - 1) // sl)
+
+
 def open_context(name):
     """Open a device or skip the calling test."""
     try:
