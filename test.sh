@@ -89,6 +89,8 @@ line = f"tests: {len(passed)} passed, {len(failed)} failed, {len(skipped)} skipp
 if skipped:
     line += " (skipped: " + "; ".join(skipped) + ")"
 print(line)
+if not passed and not failed:
+    print("test.sh: no test passed: nothing really ran")
 sys.exit(1 if failed or not passed else 0)
 PY
 prc=$?
