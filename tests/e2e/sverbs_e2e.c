@@ -2356,39 +2356,43 @@ static int cmd_refused(void)
 /*
  * A full send queue, forced: the target QP stays in INIT (not RTR), so rxe
  * drops the sender's packets and no WR can complete; the sender's QP then
- * holds every WR it took.  A list of depth + 4 signaled 64 KiB WRITEs in one
- * ibv_post_send: ENOMEM with *bad_wr at the first WR not taken, which is
- * WR `depth` (max_send_wr as ibv_create_qp reported it, the application's
- * capacity: docs/semantics.md, "Capacity"); a single post then: ENOMEM,
- * *bad_wr = it.  Then the target goes to RTR/RTS, the sender retransmits
- * (after its ~4 s ACK timeout), every taken WR completes exactly once in
- * posting order with its data; the refused ones are posted again and
- * complete too; a fenced signaled marker WRITE drains the CQ to a known
- * state (nothing after it but its own completion).
+ * holds every WR it took.  A list of 48 signaled 64 KiB WRITEs in one
+ * ibv_post_send on a QP created with max_send_wr 8: ENOMEM, with *bad_wr at
+ * the first WR not taken, k >= the max_send_wr ibv_create_qp reported (the
+ * application's capacity; stock rxe's real queue is larger than it reports,
+ * the layer's software slots are exactly max_send_wr: docs/semantics.md,
+ * "Capacity"), the k before it taken; a single post then: ENOMEM, *bad_wr =
+ * it.  Then the target goes to RTR/RTS, the sender retransmits (after its
+ * ~4 s ACK timeout): the k taken WRs complete once each in posting order;
+ * the rest, posted again whenever there is room (ENOMEM meanwhile, *bad_wr
+ * always inside the list), complete too, in order; a fenced signaled marker
+ * is then the only completion left; every byte in place.
  */
 #define ENOMEM_LEN (64 * KiB)
+#define ENOMEM_N   48
 
-static int enomem_wait(struct ibv_cq *cq, uint64_t *ids, int want)
+/* Poll until want completions (30 s without one: give up), appending their
+ * wr_ids to ids[*have...]; errors are bad(). */
+static void enomem_wait(struct ibv_cq *cq, uint64_t *ids, int *have, int want)
 {
 	struct ibv_wc wc[16];
 	double last = now_s();
-	int have = 0, n, i;
+	int got = 0, n, i;
 
-	while (have < want && now_s() - last < 30) {
+	while (got < want && now_s() - last < 30) {
 		n = poll_cq(cq, wc, 16);
-		for (i = 0; i < n; i++, have++) {
+		for (i = 0; i < n; i++, got++) {
 			if (wc[i].status != IBV_WC_SUCCESS)
 				bad("wr_id %#" PRIx64 ": status %s",
 				    wc[i].wr_id, st(wc[i].status));
-			if (have < 64)
-				ids[have] = wc[i].wr_id;
+			if (*have < 2 * ENOMEM_N)
+				ids[(*have)++] = wc[i].wr_id;
 		}
 		if (n) {
 			last = now_s();
 			kick_watchdog();
 		}
 	}
-	return have;
 }
 
 static int cmd_enomem(void)
@@ -2398,23 +2402,24 @@ static int cmd_enomem(void)
 		.cap = { .max_send_wr = 8, .max_recv_wr = 4,
 			 .max_send_sge = 1, .max_recv_sge = 1 },
 	};
-	struct ibv_send_wr wr[40], *bad_wr, one;
-	struct ibv_sge sg[40], msg;
+	struct ibv_send_wr wr[ENOMEM_N], *bad_wr, one, *next;
+	struct ibv_sge sg[ENOMEM_N], msg;
 	struct ibv_cq *scq, *tcq;
 	struct ibv_mr *smr, *tmr;
 	struct ibv_qp *s, *t;
-	uint64_t ids[64];
+	uint64_t ids[2 * ENOMEM_N];
+	size_t len = (size_t)ENOMEM_N * ENOMEM_LEN;
 	uint8_t *S, *T;
-	uint32_t depth, i, n;
-	int ret, got, inorder = 1;
+	uint32_t depth, i, k, posted, rounds = 0;
+	int ret, have = 0, inorder = 1, stray = 0;
 
 	phase = "enomem";
-	S = alloc_buf(40 * ENOMEM_LEN);
-	T = alloc_buf(40 * ENOMEM_LEN);
-	memset(T, POISON, 40 * ENOMEM_LEN);
-	smr = reg(&sdev, S, 40 * ENOMEM_LEN);
-	tmr = reg(&tdev, T, 40 * ENOMEM_LEN);
-	scq = make_cq(&sdev, 256, NULL);
+	S = alloc_buf(len);
+	T = alloc_buf(len);
+	memset(T, POISON, len);
+	smr = reg(&sdev, S, len);
+	tmr = reg(&tdev, T, len);
+	scq = make_cq(&sdev, 4 * ENOMEM_N, NULL);
 	tcq = make_cq(&tdev, 16, NULL);
 	ia.send_cq = ia.recv_cq = scq;
 	s = ibv_create_qp(sdev.pd, &ia);
@@ -2422,37 +2427,38 @@ static int cmd_enomem(void)
 		die("ibv_create_qp: %s", strerror(errno));
 	depth = ia.cap.max_send_wr;
 	t = make_qp(&tdev, tcq, tcq, 4, 4);
-	note("max_send_wr 8 asked, %u reported", depth);
-	if (depth + 4 > 40)
-		die("send queue depth %u: more than this test handles", depth);
 	qp_init(s);
 	qp_init(t); /* and no further until the sender's queue is full */
 	qp_rtr_rts(&sdev, s, &tdev, t);
 	detect_layer(s);
-	n = depth + 4;
-	for (i = 0; i < n; i++) {
-		fill_pat(S + i * ENOMEM_LEN, 0, i, 0, ENOMEM_LEN, false);
-		sg[i] = (struct ibv_sge){ (uintptr_t)(S + i * ENOMEM_LEN),
+	for (i = 0; i < ENOMEM_N; i++) {
+		fill_pat(S + (size_t)i * ENOMEM_LEN, 0, i, 0, ENOMEM_LEN, false);
+		sg[i] = (struct ibv_sge){ (uintptr_t)(S + (size_t)i * ENOMEM_LEN),
 					  ENOMEM_LEN, smr->lkey };
 		wr[i] = (struct ibv_send_wr){
 			.wr_id = make_wrid(0, i),
-			.next = i + 1 < n ? &wr[i + 1] : NULL,
+			.next = i + 1 < ENOMEM_N ? &wr[i + 1] : NULL,
 			.sg_list = &sg[i],
 			.num_sge = 1,
 			.opcode = IBV_WR_RDMA_WRITE,
 			.send_flags = IBV_SEND_SIGNALED,
 		};
-		wr[i].wr.rdma.remote_addr = (uintptr_t)(T + i * ENOMEM_LEN);
+		wr[i].wr.rdma.remote_addr = (uintptr_t)(T + (size_t)i * ENOMEM_LEN);
 		wr[i].wr.rdma.rkey = tmr->rkey;
 	}
 	bad_wr = NULL;
 	ret = ibv_post_send(s, wr, &bad_wr);
-	check(ret == ENOMEM && bad_wr == &wr[depth],
-	      "enomem: a list of %u WRs on a full queue of %u: ENOMEM (%d), "
-	      "*bad_wr at WR %u (%ld)",
-	      n, depth, ret, depth, bad_wr ? (long)(bad_wr - wr) : -1L);
+	k = bad_wr >= wr && bad_wr < wr + ENOMEM_N ? (uint32_t)(bad_wr - wr)
+						     : ENOMEM_N;
+	note("max_send_wr 8 asked, %u reported; ENOMEM at WR %u", depth, k);
+	check(ret == ENOMEM && k >= depth && k < ENOMEM_N,
+	      "enomem: a list of %u WRs on a queue nothing leaves: ENOMEM "
+	      "(%d), *bad_wr at WR %u >= max_send_wr %u",
+	      ENOMEM_N, ret, k, depth);
+	if (k >= ENOMEM_N)
+		die("the queue never filled up: cannot go on");
 	/* one more, alone */
-	one = wr[depth];
+	one = wr[k];
 	one.next = NULL;
 	bad_wr = NULL;
 	ret = ibv_post_send(s, &one, &bad_wr);
@@ -2463,28 +2469,45 @@ static int cmd_enomem(void)
 	/* let the WRs through: the sender retransmits after its timeout */
 	qp_rtr_rts(&tdev, t, &sdev, s);
 	kick_watchdog();
-	got = enomem_wait(scq, ids, (int)depth);
-	for (i = 0; i < (uint32_t)got && i < depth; i++)
+	enomem_wait(scq, ids, &have, (int)k);
+	check(have == (int)k && n_bad == 0,
+	      "enomem: the %u WRs taken complete, successfully (%d came)", k,
+	      have);
+	bad_reset();
+	/* the rest, posted again whenever there is room */
+	posted = k;
+	next = &wr[k];
+	while (posted < ENOMEM_N && rounds++ < 10 * ENOMEM_N) {
+		bad_wr = NULL;
+		ret = ibv_post_send(s, next, &bad_wr);
+		if (ret == 0) {
+			enomem_wait(scq, ids, &have, (int)(ENOMEM_N - posted));
+			posted = ENOMEM_N;
+		} else if (ret == ENOMEM && bad_wr >= next &&
+			   bad_wr < wr + ENOMEM_N) {
+			enomem_wait(scq, ids, &have,
+				    (int)(bad_wr - next) ? (int)(bad_wr - next)
+							 : 1);
+			posted += (uint32_t)(bad_wr - next);
+			next = bad_wr;
+		} else {
+			bad("re-post: %d, *bad_wr %ld", ret,
+			    bad_wr ? (long)(bad_wr - wr) : -1L);
+			break;
+		}
+	}
+	for (i = 0; i < (uint32_t)have && i < ENOMEM_N; i++)
 		if (ids[i] != make_wrid(0, i))
 			inorder = 0;
-	check(got == (int)depth && inorder && n_bad == 0,
-	      "enomem: the %u WRs taken complete once each, in posting order "
-	      "(%d came)",
-	      depth, got);
-	bad_reset();
-	/* the refused ones, posted again: taken now */
-	bad_wr = NULL;
-	ret = ibv_post_send(s, &wr[depth], &bad_wr);
-	check(ret == 0, "enomem: the refused WRs are taken once there is room "
-			"(%d)",
-	      ret);
-	got = enomem_wait(scq, ids, 4);
-	check(got == 4 && n_bad == 0, "enomem: and complete (%d of 4)", got);
+	check(have == ENOMEM_N && inorder && n_bad == 0,
+	      "enomem: all %u WRs complete exactly once, in posting order "
+	      "(%d completions)",
+	      ENOMEM_N, have);
 	bad_reset();
 	/* drain to a known state: a fenced signaled marker completes after
 	 * everything before it; nothing else may come */
 	msg = (struct ibv_sge){ (uintptr_t)S, 0, smr->lkey };
-	one = (struct ibv_send_wr){ .wr_id = make_wrid(1, 0),
+	one = (struct ibv_send_wr){ .wr_id = E_MARKER_ID,
 				    .sg_list = &msg,
 				    .num_sge = 1,
 				    .opcode = IBV_WR_RDMA_WRITE,
@@ -2494,13 +2517,17 @@ static int cmd_enomem(void)
 	one.wr.rdma.rkey = tmr->rkey;
 	if (ibv_post_send(s, &one, &bad_wr))
 		die("post of the marker failed");
-	got = enomem_wait(scq, ids, 1);
-	check(got == 1 && ids[0] == make_wrid(1, 0),
-	      "enomem: the marker is the only completion left (%d, wr_id "
-	      "%#" PRIx64 ")",
-	      got, got ? ids[0] : 0);
-	for (i = 0; i < n; i++)
-		if (check_pat(T + i * ENOMEM_LEN, 0, i, 0, ENOMEM_LEN) >= 0)
+	i = (uint32_t)have;
+	enomem_wait(scq, ids, &have, 1);
+	for (; i < (uint32_t)have; i++)
+		stray += ids[i] != E_MARKER_ID;
+	check(have > ENOMEM_N && !stray && n_bad == 0,
+	      "enomem: the marker is the only completion left (%d stray)",
+	      stray);
+	bad_reset();
+	for (i = 0; i < ENOMEM_N; i++)
+		if (check_pat(T + (size_t)i * ENOMEM_LEN, 0, i, 0,
+			      ENOMEM_LEN) >= 0)
 			bad("WR %u: data not in place", i);
 	check(n_bad == 0, "enomem: every WR's data in place");
 	bad_reset();
