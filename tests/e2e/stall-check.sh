@@ -39,7 +39,7 @@ one() {  # one LABEL CMD...
 		sed 's/.*calling init: //' | sort -u | paste -sd' ')
 	rm -f "$ld" "$ld".*
 	echo "$label: status $rc, $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s," \
-		"counters (+$counters): $(paste -d- <(tr ' ' '\n' <<<"$after") <(tr ' ' '\n' <<<"$before") | bc | paste -sd' ')"
+		"counters (+$counters): $(awk -v a="$after" -v b="$before" 'BEGIN { n = split(a, x, " "); split(b, y, " "); for (i = 1; i <= n; i++) printf "%s%d", (i > 1 ? " " : ""), x[i] - y[i] }')"
 	echo "  libs: $libs"
 	[ $rc = 0 ] || grep -E 'not ok|ERROR|no completion' /tmp/run.out | head -5 | sed 's/^/  /'
 }
