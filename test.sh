@@ -5,26 +5,94 @@
 #
 #   ./test.sh                  everything
 #   ./test.sh --suite unit     any extra arguments go to `meson test`
+#   ./test.sh --allow-skip     a test that cannot run (e.g. no QEMU on this
+#                              machine) skips instead of failing the run
 #
-# The last line is a plain summary: "tests: N passed, N failed, N skipped".
+# No green by skipping: a test that cannot run (no guest, no kernel, no rxe
+# device, no prefix, a tool setup.sh installs) fails, and a skip (meson's
+# SKIP, exit 77) fails the run unless the test is on tests/skip-list.txt or
+# --allow-skip was given.  Before the run it prints every test's meson
+# timeout and their sum (tests/build/check-timeouts.py).
+#
+# The last line is a plain summary: "tests: N passed, N failed, N skipped",
+# followed by every skipped test and why, and every failed one.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")" && pwd -P)
-"$ROOT/scripts/setup.sh" || exit 1
-cd "$ROOT"
-meson test -C build --print-errorlogs --num-processes 1 "$@"
+args=()
+for a in "$@"; do
+	case $a in
+	--allow-skip) export SVERBS_ALLOW_SKIP=1 ;;
+	*) args+=("$a") ;;
+	esac
+done
+"$ROOT/scripts/setup.sh" || { echo "test.sh: scripts/setup.sh failed" >&2; exit 1; }
+cd "$ROOT" || exit 1
+/usr/bin/python3 tests/build/check-timeouts.py build/meson-info/intro-tests.json ||
+	echo "test.sh: the meson timeouts add up to more than CI's limit (see above)"
+rm -f build/meson-logs/testlog.json
+meson test -C build --print-errorlogs --num-processes 1 "${args[@]}"
 rc=$?
-/usr/bin/python3 - build/meson-logs/testlog.json <<'PY'
+/usr/bin/python3 - build/meson-logs/testlog.json tests/skip-list.txt "${SVERBS_ALLOW_SKIP:-0}" <<'PY'
 import json, sys
-count = {"OK": 0, "FAIL": 0, "SKIP": 0, "EXPECTEDFAIL": 0, "TIMEOUT": 0, "ERROR": 0, "UNEXPECTEDPASS": 0}
+log, skiplist, allow = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+listed = {}
+with open(skiplist) as f:
+    for line in f:
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, reason = line.partition(" ")
+            listed[name] = reason.strip()
+
+
+def reason_of(r):
+    """The last "SKIP: ..." / "FAIL: ..." line the test printed."""
+    lines = [l.strip() for l in (r.get("stdout") or "").splitlines()]
+    for prefix in ("SKIP:", "FAIL: cannot run:"):
+        hits = [l for l in lines if l.startswith(prefix)]
+        if hits:
+            return hits[-1][len(prefix):].strip()
+    return "no reason printed"
+
+
+passed, failed, skipped, bad_skips = [], [], [], []
 try:
-    with open(sys.argv[1]) as f:
+    with open(log) as f:
         for line in f:
-            r = json.loads(line).get("result", "ERROR")
-            count[r] = count.get(r, 0) + 1
+            r = json.loads(line)
+            name, res = r["name"], r.get("result", "ERROR")
+            short = name.split(" / ", 1)[-1]
+            if res in ("OK", "EXPECTEDFAIL"):
+                passed.append(short)
+            elif res == "SKIP":
+                why = reason_of(r)
+                if short in listed:
+                    skipped.append(f"{short} ({why}; listed: {listed[short]})")
+                elif allow:
+                    skipped.append(f"{short} ({why}; --allow-skip)")
+                else:
+                    bad_skips.append(f"{short} ({why})")
+            else:
+                what = res.lower()
+                if res == "FAIL" and reason_of(r) != "no reason printed":
+                    what = "cannot run: " + reason_of(r)
+                failed.append(f"{short} ({what})")
 except FileNotFoundError:
-    pass
-passed = count["OK"] + count["EXPECTEDFAIL"]
-failed = count["FAIL"] + count["TIMEOUT"] + count["ERROR"] + count["UNEXPECTEDPASS"]
-print(f"tests: {passed} passed, {failed} failed, {count['SKIP']} skipped")
+    print("test.sh: no test log: meson test did not run")
+    sys.exit(1)
+failed += [f"{s}: skipped, which is not allowed (not on tests/skip-list.txt; "
+           f"./test.sh --allow-skip allows it)" for s in bad_skips]
+for s in failed:
+    print(f"FAILED: {s}")
+for s in skipped:
+    print(f"SKIPPED: {s}")
+line = f"tests: {len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped"
+if skipped:
+    line += " (skipped: " + "; ".join(skipped) + ")"
+print(line)
+if not passed and not failed:
+    print("test.sh: no test passed: nothing really ran")
+sys.exit(1 if failed or not passed else 0)
 PY
-exit $rc
+prc=$?
+[ $rc = 0 ] || exit $rc
+exit $prc

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * CUnit tests of the batching policy under a simulated clock, and of the
- * budget timer thread (liveness only: no timing thresholds).
+ * CUnit tests of the batching policy under a simulated clock (the timer
+ * thread: test_timer.c).
  */
 #include <CUnit/Basic.h>
 #include <stdatomic.h>
@@ -287,6 +287,19 @@ static void test_stats_and_quantile(void)
 	CU_ASSERT_TRUE(sverbs_batch_held_quantile(&b.stats, 1.0) < 80 * US);
 }
 
+/*
+ * The timer thread (batch/timer.c) is tested in test_timer.c under an
+ * injected clock: deadline order, del/disarm, lingering - no sleeps.
+ */
+
+/*
+ * Issue 16.9: a child of fork() has no timer thread (only the forking
+ * thread survives).  Its held WRs were never rung by the budget's deadline
+ * (and a fork while the thread held its lock left the child's lock taken).
+ * The child arms an entry added before the fork: it must fire.  The child
+ * reports through its exit status; alarm() bounds a hang (liveness, not a
+ * timing figure).
+ */
 static atomic_int fired;
 
 static void on_fire(void *arg)
@@ -304,69 +317,6 @@ static void wait_fired(int want)
 		usleep(1000);
 }
 
-static void test_timer_fires_and_del(void)
-{
-	struct sverbs_timer_entry e1, e2;
-
-	atomic_store(&fired, 0);
-	CU_ASSERT_EQUAL(sverbs_timer_add(&e1, on_fire, NULL, 0), 0);
-	CU_ASSERT_EQUAL(sverbs_timer_add(&e2, on_fire, NULL, 0), 0);
-	sverbs_timer_arm(&e1, sverbs_now_ns() + 2000 * US);
-	/* an earlier deadline armed later still fires first */
-	sverbs_timer_arm(&e2, sverbs_now_ns() + 100 * US);
-	wait_fired(1);
-	CU_ASSERT_TRUE(atomic_load(&fired) >= 1);
-	wait_fired(2);
-	CU_ASSERT_EQUAL(atomic_load(&fired), 2);
-	CU_ASSERT_EQUAL(atomic_load(&e1.deadline_ns), 0);
-	/* removed while armed: never fires */
-	sverbs_timer_arm(&e1, sverbs_now_ns() + 1000 * US);
-	sverbs_timer_del(&e1);
-	usleep(20000);
-	CU_ASSERT_EQUAL(atomic_load(&fired), 2);
-	sverbs_timer_del(&e2);
-}
-
-/*
- * Lingering: after a deadline fired, an entry with a tick keeps the thread
- * waking every tick, so arming the next hold wakes no one (no system call
- * on the poster's path); without a tick the idle thread must be woken.  The
- * 50 ms pause only orders the arm after the thread went back to sleep.
- */
-static void linger_run(uint64_t tick_ns, bool lingers)
-{
-	struct sverbs_timer_entry e;
-	uint64_t w;
-
-	atomic_store(&fired, 0);
-	CU_ASSERT_EQUAL_FATAL(sverbs_timer_add(&e, on_fire, NULL, tick_ns), 0);
-	sverbs_timer_arm(&e, sverbs_now_ns() + 100 * US);
-	wait_fired(1);
-	CU_ASSERT_EQUAL(atomic_load(&fired), 1);
-	usleep(50000);
-	w = sverbs_timer_wakeups();
-	sverbs_timer_arm(&e, sverbs_now_ns() + 30000 * US);
-	CU_ASSERT_EQUAL(sverbs_timer_wakeups() - w, lingers ? 0 : 1);
-	wait_fired(2); /* and it still fires */
-	CU_ASSERT_EQUAL(atomic_load(&fired), 2);
-	sverbs_timer_del(&e);
-}
-
-static void test_timer_linger(void)
-{
-	linger_run(10000 * US, true);
-	usleep(400000); /* 32 ticks: the lingering ends */
-	linger_run(0, false);
-}
-
-/*
- * Issue 16.9: a child of fork() has no timer thread (only the forking
- * thread survives).  Its held WRs were never rung by the budget's deadline
- * (and a fork while the thread held its lock left the child's lock taken).
- * The child arms an entry added before the fork: it must fire.  The child
- * reports through its exit status; alarm() bounds a hang (liveness, not a
- * timing figure).
- */
 static void test_timer_after_fork(void)
 {
 	struct sverbs_timer_entry e;
@@ -410,8 +360,6 @@ int main(void)
 	CU_add_test(s, "bursts keep their rate", test_bursts_keep_their_rate);
 	CU_add_test(s, "AIMD recovers from 1", test_aimd_recovers_from_one);
 	CU_add_test(s, "stats and quantile", test_stats_and_quantile);
-	CU_add_test(s, "timer fires, del stops it", test_timer_fires_and_del);
-	CU_add_test(s, "timer lingers with a tick", test_timer_linger);
 	CU_add_test(s, "16.9 timer fires in a forked child",
 		    test_timer_after_fork);
 	CU_basic_set_mode(CU_BRM_VERBOSE);

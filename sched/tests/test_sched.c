@@ -1421,6 +1421,69 @@ static void test_random(void)
 	random_run(false);
 }
 
+/*
+ * What random_errors() saw, for the flush checks: per WR its status, per QP
+ * how many WRs failed with the injected status and how many successes came
+ * after the QP's first error completion (in poll order).
+ */
+static struct {
+	int count[4096], bad[4096];
+	enum ibv_wc_status status[4096];
+	bool after_fail[4096]; /* posted once its QP had failed */
+	bool seen_err[2];
+	int n_injected[2], n_other_status, ok_after_err[2];
+} re;
+
+static void re_tally(const struct ibv_wc *wc, int n)
+{
+	int i, id, q;
+
+	for (i = 0; i < n; i++) {
+		id = wc[i].wr_id & 4095;
+		q = (wc[i].wr_id >> 12) & 1;
+		re.count[id]++;
+		re.bad[id] += wc[i].status != 0;
+		re.status[id] = wc[i].status;
+		if (wc[i].status == IBV_WC_SUCCESS && re.seen_err[q])
+			re.ok_after_err[q]++;
+		if (wc[i].status == IBV_WC_RETRY_EXC_ERR)
+			re.n_injected[q]++;
+		else if (wc[i].status != IBV_WC_SUCCESS &&
+			 wc[i].status != IBV_WC_WR_FLUSH_ERR)
+			re.n_other_status++;
+		if (wc[i].status != IBV_WC_SUCCESS)
+			re.seen_err[q] = true;
+	}
+}
+
+/*
+ * The rest of a failed QP is flushed (docs/semantics.md, "Errors and
+ * flushes"): the QP's one failed WR has the injected status, every other
+ * error is IBV_WC_WR_FLUSH_ERR, no success follows the first error, and
+ * every WR posted after the failure - signaled or not - gets exactly one
+ * IBV_WC_WR_FLUSH_ERR.
+ */
+static void re_check_flushed(uint64_t nids)
+{
+	int q, flushed_after = 0, posted_after = 0;
+	uint64_t i;
+
+	for (q = 0; q < 2; q++) {
+		CU_ASSERT_EQUAL(re.n_injected[q], 1);
+		CU_ASSERT_EQUAL(re.ok_after_err[q], 0);
+	}
+	CU_ASSERT_EQUAL(re.n_other_status, 0);
+	for (i = 0; i < nids; i++) {
+		if (!re.after_fail[i])
+			continue;
+		posted_after++;
+		flushed_after += re.count[i] == 1 &&
+				 re.status[i] == IBV_WC_WR_FLUSH_ERR;
+	}
+	CU_ASSERT(posted_after > 0);
+	CU_ASSERT_EQUAL(flushed_after, posted_after);
+}
+
 /* Randomized with one failure per QP: every WR completes exactly once. */
 static void random_errors(bool signaled_only, bool marked)
 {
@@ -1442,6 +1505,7 @@ static void random_errors(bool signaled_only, bool marked)
 	memset(count, 0, sizeof(count));
 	memset(bad, 0, sizeof(bad));
 	memset(sig, 0, sizeof(sig));
+	memset(&re, 0, sizeof(re));
 	for (step = 0; step < 3000; step++) {
 		int r = rand_r(&seed) % 20;
 
@@ -1456,6 +1520,7 @@ static void random_errors(bool signaled_only, bool marked)
 			if (rand_r(&seed) % 9 == 0)
 				fl |= IBV_SEND_FENCE;
 			sig[id] = fl & IBV_SEND_SIGNALED;
+			re.after_fail[id] = failed[q];
 			if (!post(sqp[q], id | (uint64_t)q << 12,
 				  rand_r(&seed) % 2 ? IBV_WR_RDMA_WRITE
 						    : IBV_WR_SEND,
@@ -1472,6 +1537,7 @@ static void random_errors(bool signaled_only, bool marked)
 			count[wc[i].wr_id & 4095]++;
 			bad[wc[i].wr_id & 4095] += wc[i].status != 0;
 		}
+		re_tally(wc, n);
 		CU_ASSERT_FALSE(fk->cq_overflow);
 	}
 	for (q = 0; q < 2; q++) {
@@ -1480,6 +1546,7 @@ static void random_errors(bool signaled_only, bool marked)
 			count[wc[i].wr_id & 4095]++;
 			bad[wc[i].wr_id & 4095] += wc[i].status != 0;
 		}
+		re_tally(wc, n);
 		CU_ASSERT_EQUAL(sqp[q]->nfree, 64);
 	}
 	CU_ASSERT(failed[0] && failed[1]);
@@ -1494,6 +1561,7 @@ static void random_errors(bool signaled_only, bool marked)
 		if (!sig[i] && count[i])
 			CU_ASSERT_EQUAL(bad[i], 1);
 	}
+	re_check_flushed(id);
 	teardown();
 }
 

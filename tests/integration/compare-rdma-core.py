@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """Compare two runs of rdma-core's suite (run-rdma-core.py result files).
 
-usage: compare-rdma-core.py STOCK.tsv LAYER.tsv EXPECTED.txt
-       (STOCK: SVERBS=off, LAYER: SVERBS=on; EXPECTED: rdma-core-expected.txt)
+usage: compare-rdma-core.py [--label SUITE] [--mode MODE] STOCK.tsv LAYER.tsv EXPECTED.txt
+       (STOCK: SVERBS=off, LAYER: the run in MODE (default "on": SVERBS=on;
+       queue, budget: see use_mode in lib.sh); EXPECTED: rdma-core-expected.txt,
+       or /dev/null: no stock failure expected; SUITE names the suite in the
+       output, default "rdma-core suite")
 
 Prints ran / passed / skipped / failed for both runs, then every problem:
   - a test whose outcome differs between the runs (or that ran in one only);
@@ -51,23 +54,33 @@ def counts(res):
 
 
 def main():
-    if len(sys.argv) != 4:
+    args, suite, mode = sys.argv[1:], "rdma-core suite", "on"
+    while args and args[0] in ("--label", "--mode") and len(args) > 1:
+        if args[0] == "--label":
+            suite = args[1]
+        else:
+            mode = args[1]
+        args = args[2:]
+    if len(args) != 3:
         sys.exit(__doc__)
-    stock, layer = load_results(sys.argv[1]), load_results(sys.argv[2])
-    expected = load_expected(sys.argv[3])
+    stock, layer = load_results(args[0]), load_results(args[1])
+    expected = load_expected(args[2])
     problems, notes = [], []
+    mlabel = "SVERBS=on" if mode == "on" else f"mode {mode}"
 
-    for label, res in (("SVERBS=off", stock), ("SVERBS=on ", layer)):
+    for label, res in (("SVERBS=off", stock), (mlabel, layer)):
         ran, passed, skipped, failed = counts(res)
-        print(f"rdma-core suite {label}: ran {ran}, passed {passed}, "
+        print(f"{suite} {label}: ran {ran}, passed {passed}, "
               f"skipped {skipped}, failed {failed}")
         if ran == 0 or passed == 0:
             problems.append(f"{label.strip()}: ran {ran}, passed {passed}: the suite did not really run")
 
+    differing = 0
     for tid in sorted(set(stock) | set(layer)):
         s, l = stock.get(tid, ("absent", "")), layer.get(tid, ("absent", ""))
         if s[0] != l[0]:
-            problems.append(f"{tid}: SVERBS=off {s[0]}, SVERBS=on {l[0]}: {l[1] or s[1]}")
+            differing += 1
+            problems.append(f"{tid}: SVERBS=off {s[0]}, {mlabel} {l[0]}: {l[1] or s[1]}")
         if s[0] in BAD:
             hit = [x for x in expected if matches(x[0], tid)]
             if not hit:
@@ -84,6 +97,7 @@ def main():
         elif all(stock[t][0] not in BAD and layer.get(t, ("",))[0] not in BAD for t in tids):
             notes.append(f"stale expectation (passes now): {name}")
 
+    print(f"{suite} {mlabel}: {differing} test(s) with an outcome differing from stock")
     for n in notes:
         print(f"note: {n}")
     for p in problems:

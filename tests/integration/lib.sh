@@ -11,8 +11,11 @@
 #   check "description" COMMAND...    # ok / not ok line, counted
 #   itest_done                        # "N passed, N failed, N skipped"; status
 #
-# Statuses: 0 all passed; 1 some check failed; 77 skipped (meson's SKIP: no
-# guest can be started, a tool is missing), always with the reason printed.
+# Statuses: 0 all passed; 1 some check failed, or the test cannot run (no
+# guest can be started, no prefix, a tool setup.sh installs is missing: see
+# tests/cannot-run.sh); 77 skipped only when skips are allowed
+# (SVERBS_ALLOW_SKIP=1, or the test is on tests/skip-list.txt); always with
+# the reason printed.
 # The host side needs SVERBS_VM_RUNNER (default ../vm/run-in-vm.sh).
 # Output of every run is kept in $ITEST_OUT (in the guest's tmpfs) and shown
 # for a failed check.
@@ -20,8 +23,10 @@
 ITEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${SVERBS_VM_RUNNER:=$ITEST_DIR/../vm/run-in-vm.sh}"
 ITEST_PASS=0 ITEST_FAIL=0 ITEST_SKIP=0
+# shellcheck source=../cannot-run.sh
+. "$ITEST_DIR/../cannot-run.sh"
 
-skip_all() { echo "SKIP: $*"; exit 77; }
+skip_all() { cannot_run "$@"; }
 
 # itest_enter_vm SCRIPT ARGS...: on the host, run SCRIPT ARGS inside a guest
 # and exit with its status (77 with a reason when no guest can start); in the
@@ -61,7 +66,15 @@ itest_need() {  # itest_need TOOL...: skip the whole script if one is missing
 
 pass() { ITEST_PASS=$((ITEST_PASS + 1)); echo "ok - $*"; }
 fail() { ITEST_FAIL=$((ITEST_FAIL + 1)); echo "not ok - $*"; }
-skip() { ITEST_SKIP=$((ITEST_SKIP + 1)); echo "ok - # SKIP $*"; }
+# skip DESCRIPTION: a check that cannot run; a failure unless skips are
+# allowed (SVERBS_ALLOW_SKIP=1)
+skip() {
+  if [ "${SVERBS_ALLOW_SKIP:-0}" = 1 ]; then
+    ITEST_SKIP=$((ITEST_SKIP + 1)); echo "ok - # SKIP $*"
+  else
+    fail "$* (cannot run; SVERBS_ALLOW_SKIP=1 would skip it)"
+  fi
+}
 check() {  # check DESCRIPTION COMMAND...: pass iff COMMAND succeeds
   local d=$1; shift
   if "$@"; then pass "$d"; else fail "$d"; fi
@@ -71,7 +84,7 @@ not() { ! "$@"; }
 itest_done() {
   echo "$ITEST_PASS passed, $ITEST_FAIL failed, $ITEST_SKIP skipped"
   [ "$ITEST_FAIL" = 0 ] || return 1
-  [ "$ITEST_PASS" != 0 ] || { echo "SKIP: nothing ran"; return 77; }
+  [ "$ITEST_PASS" != 0 ] || { echo "FAIL: nothing ran"; return 1; }
   return 0
 }
 
@@ -119,21 +132,35 @@ libs_from_prefix() {
     { echo "# $1 did not load libibverbs + librxe from $ITEST_LIBDIR:"; show "$ITEST_OUT/$1.inits"; return 1; }
 }
 
-# use_mode MODE: the environment of a test mode, exported.
+# use_mode MODE: the environment of a test mode, exported (every other
+# SVERBS_* setting unset first, so a mode is exactly what it says).
 #   off    SVERBS=off: stock rdma-core
 #   on     SVERBS=on: the defaults (an unmarked program's QPs stay in
 #          pass-through: the provider's own post and poll)
-#   queue  SVERBS=on SVERBS_PASSTHROUGH=off: every WR through the layer's
-#          software queue, completions translated
+#   queue  SVERBS=on SVERBS_PASSTHROUGH=off SVERBS_SLICE_ALWAYS=on
+#          SVERBS_SLICE_BYTES=4k: every QP leaves pass-through from its first
+#          WR, every WR goes through the layer's software queue, scheduled and
+#          cut into 4 KiB slices (a 64 KiB WRITE is 16 WQEs), completions
+#          translated
+#   budget queue + SVERBS_BATCH_BUDGET_US=50: WRs of the default level (4)
+#          may also be held up to 50 us for a bigger doorbell batch
 # layer_state then answers "off" for off, "on" for the others.
+ITEST_MODES="off on queue budget"
 use_mode() {
+  local v
+  for v in $(env | sed -n 's/^\(SVERBS_[A-Z_]*\)=.*/\1/p'); do
+    [ "$v" = SVERBS_PREFIX ] || unset "$v"
+  done
   case $1 in
-    off) export SVERBS=off; unset SVERBS_PASSTHROUGH ;;
-    on) export SVERBS=on; unset SVERBS_PASSTHROUGH ;;
-    queue) export SVERBS=on SVERBS_PASSTHROUGH=off ;;
-    *) echo "unknown mode $1 (off, on, queue)" >&2; return 2 ;;
+    off) export SVERBS=off ;;
+    on) export SVERBS=on ;;
+    queue) export SVERBS=on SVERBS_PASSTHROUGH=off SVERBS_SLICE_ALWAYS=on SVERBS_SLICE_BYTES=4k ;;
+    budget) export SVERBS=on SVERBS_PASSTHROUGH=off SVERBS_SLICE_ALWAYS=on SVERBS_SLICE_BYTES=4k \
+              SVERBS_BATCH_BUDGET_US=50 ;;
+    *) echo "unknown mode $1 ($ITEST_MODES)" >&2; return 2 ;;
   esac
 }
+mode_env() { env | grep '^SVERBS' | grep -v '^SVERBS_PREFIX=' | sort | paste -sd' '; }
 mode_state() { [ "$1" = off ] && echo off || echo on; }
 
 # layer_state: "on" / "off" - whether the sverbs layer is active in a process
@@ -164,4 +191,41 @@ print(f"# pyverbs {pyverbs.__file__}; {' '.join(libs)}")
 ctx.close()
 sys.exit(0 if ok else 1)
 PY
+}
+
+# ---- per-case outcomes, compared with stock
+# outcome MODE CASE ok|fail: record a case's outcome in a mode (a case is
+# ok when every check of it passed).  outcomes_compare: one check per case
+# and mode other than off, "the same outcome as stock (off)", and a table
+# line per mode: cases, ok, failed, differing from stock.  A stock failure
+# is a failure of the case's own checks already; here it only compares.
+outcome() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$ITEST_OUT/outcomes.tsv"; }
+# case_outcome MODE CASE FAILS_BEFORE: ok iff no check failed since
+case_outcome() { if [ "$3" = "$ITEST_FAIL" ]; then outcome "$1" "$2" ok; else outcome "$1" "$2" fail; fi; }
+outcomes_compare() {
+  local mode case o s
+  [ -s "$ITEST_OUT/outcomes.tsv" ] || return 0
+  for mode in $(cut -f1 "$ITEST_OUT/outcomes.tsv" | awk '!seen[$0]++'); do
+    [ "$mode" != off ] || continue
+    # (a file, not a process substitution: the guest has no /dev/fd)
+    awk -F'\t' -v m="$mode" '$1 == m { print $2 "\t" $3 }' "$ITEST_OUT/outcomes.tsv" > "$ITEST_OUT/outcomes.$mode"
+    while IFS=$'\t' read -r case o; do
+      s=$(awk -F'\t' -v c="$case" '$1 == "off" && $2 == c { print $3 }' "$ITEST_OUT/outcomes.tsv" | tail -n1)
+      check "[$mode] $case: same outcome as stock (off: ${s:-absent}, $mode: $o)" [ "$o" = "${s:-absent}" ]
+    done < "$ITEST_OUT/outcomes.$mode"
+  done
+  awk -F'\t' '
+    { o[$1, $2] = $3; if (!($1 in seenm)) { seenm[$1] = 1; modes[++nm] = $1 }
+      if (!($2 in seenc)) { seenc[$2] = 1; cases[++nc] = $2 } }
+    END {
+      for (i = 1; i <= nm; i++) {
+        m = modes[i]; n = ok = bad = diff = 0
+        for (j = 1; j <= nc; j++) {
+          c = cases[j]; if (!((m, c) in o)) continue
+          n++; if (o[m, c] == "ok") ok++; else bad++
+          if (m != "off" && o[m, c] != o["off", c]) diff++
+        }
+        printf "# outcomes %-7s cases %d, ok %d, failed %d, skipped 0, differing from stock %s\n", m, n, ok, bad, (m == "off" ? "-" : diff)
+      }
+    }' "$ITEST_OUT/outcomes.tsv"
 }

@@ -242,8 +242,11 @@ run_mode() {
     c=$(metric_sum "http://$IN_IP:$P_IMET/metrics" 'sverbs_proxy_channel_large_frames_total{role="ingress"')
     # 9 large requests; the ingress may batch up to three into one frame (<= max_frame_bytes)
     check "[$m] ingress sent large frames by WRITE WITH IMM ($c)" [ "${c%.*}" -ge 4 ]
+    # the checksum the service must answer for n=16 without a body, computed here independently:
+    # A[i] = i % 7 + 1, B[i] = (i % 5 + 1) / 2 (row-major, proxy/compute/main.cpp), sum of A x B
+    MATMUL16=$(python3 -c 'n=16; a=[i%7+1 for i in range(n*n)]; b=[(i%5+1)/2 for i in range(n*n)]; print("%g" % sum(a[i*n+k]*b[k*n+j] for i in range(n) for j in range(n) for k in range(n)))')
     out=$(curl -s --max-time 20 -X POST "$URL/matmul?n=16")
-    case "$out" in *'"n":16'*'"checksum":'*) pass "[$m] 200 matmul n=16: $out" ;; *) fail "[$m] matmul answered '$out'" ;; esac
+    check "[$m] 200 matmul n=16, checksum $MATMUL16 ($out)" [ "$out" = "{\"n\":16,\"checksum\":$MATMUL16}" ]
     out=$(curl -s --max-time 20 --data-binary @"$DIR/m.bin" "$URL/matmul?n=2")
     check "[$m] 200 matmul with payload ($out)" [ "$out" = '{"n":2,"checksum":14}' ]
 

@@ -42,6 +42,31 @@ def layer_expected_on():
     return v not in ("off", "0", "no", "false")
 
 
+def _env_size(name, default):
+    v = os.environ.get(name, "").strip().lower().rstrip("b").rstrip("i")
+    if not v:
+        return default
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(v[-1], 1)
+    return int(v.rstrip("kmg")) * mult
+
+
+def imm_byte_len(length):
+    """The byte_len the responder's completion of a WRITE_WITH_IMM of
+    `length` bytes from a QP that states no priority reports: stock, the
+    whole length; with the layer slicing from the first WR
+    (SVERBS_SLICE_ALWAYS) and a fixed SVERBS_SLICE_BYTES below the length,
+    the final slice's length - a documented semantic (docs/semantics.md,
+    "Slicing": each slice is its own RDMA message).  None: the layer
+    slices adaptively, the final slice's length is not known here."""
+    always = os.environ.get("SVERBS_SLICE_ALWAYS", "off").strip().lower()
+    if not layer_expected_on() or always not in ("on", "1", "yes", "true"):
+        return length
+    sl = _env_size("SVERBS_SLICE_BYTES", 0)
+    if sl == 0:
+        return None
+    return length if length <= sl else length - sl * ((length - 1) // sl)
+
+
 def open_context(name):
     """Open a device or skip the calling test."""
     try:
@@ -88,6 +113,7 @@ class RCPair:
         except BaseException:
             self.a.close()
             raise
+        self.a.peer, self.b.peer = self.b, self.a
         self._connect(self.a, self.b)
         self._connect(self.b, self.a)
 
@@ -112,6 +138,7 @@ class RCPair:
         me.qp.to_rts(attr)
 
     def close(self):
+        self.a.peer = self.b.peer = None
         self.b.close()
         self.a.close()
 
@@ -151,12 +178,33 @@ def poll(side, count, timeout=POLL_TIMEOUT_S):
     return wcs
 
 
-def assert_no_more(testcase, side, settle_s=0.2):
-    """No further completion shows up on side.cq (waits settle_s)."""
-    deadline = time.monotonic() + settle_s
-    while time.monotonic() < deadline:
-        n, got = side.cq.poll(1)
-        testcase.assertEqual(n, 0, f"unexpected completion {describe(got[0]) if got else ''}")
+MARK_WRITE = 0x5EB5_0000_0001   # wr_ids of assert_no_more's markers
+MARK_RECV = 0x5EB5_0000_0002
+
+
+def assert_no_more(testcase, side, timeout=POLL_TIMEOUT_S):
+    """No further completion shows up on side.cq - decided by draining to a
+    known state, not by waiting a while: side posts a signaled, fenced,
+    zero-length RDMA WRITE (its completion comes after every completion of
+    a WR posted before it on side's QP: in-order RC completions, and the
+    fence waits for every earlier WR at any level), and side's peer sends an
+    unsignaled zero-length SEND into a receive posted on side now (receives
+    complete in the order they were posted, so it comes after any earlier
+    receive completion).  Polls side.cq until both markers arrived; any other
+    completion seen on the way fails the test.  (timeout: a hang guard.)"""
+    peer = side.peer
+    post_recv(side, MARK_RECV, 0, 0)
+    post_send(side, MARK_WRITE, e.IBV_WR_RDMA_WRITE, 0, 0, remote=peer,
+              remote_offset=0, send_flags=e.IBV_SEND_FENCE)
+    post_send(peer, MARK_RECV, e.IBV_WR_SEND, 0, 0, signaled=False)
+    want = {MARK_WRITE: e.IBV_WC_RDMA_WRITE, MARK_RECV: e.IBV_WC_RECV}
+    wcs = poll(side, 2, timeout)
+    others = [describe(w) for w in wcs if w.wr_id not in want]
+    testcase.assertEqual(others, [], "unexpected completion(s) before the markers")
+    for w in wcs:
+        testcase.assertEqual((w.status, w.opcode), (e.IBV_WC_SUCCESS, want[w.wr_id]),
+                             f"marker: {describe(w)}")
+    testcase.assertEqual(sorted(w.wr_id for w in wcs), sorted(want))
 
 
 def describe(wc):
