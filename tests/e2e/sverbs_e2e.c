@@ -2410,7 +2410,7 @@ static int cmd_post_state(void)
 		ret = ibv_post_send(qp, &w[1], &bad);
 		check(!ret, "post-state: in RTS the next post goes (got %d)",
 		      ret);
-		n = refused_poll(r.scq, c, 2);
+		n = refused_poll(qp, &r, c, 2);
 		check(n == 2 && c[0].wr_id == w[0].wr_id &&
 			      c[1].wr_id == w[1].wr_id &&
 			      c[0].status == IBV_WC_SUCCESS &&
