@@ -451,7 +451,7 @@ RunResult run_client(const Config& cfg) {
     std::vector<Flow> flows(nflows);
     std::vector<std::unique_ptr<Worker>> workers;
     for (uint32_t t = 0; t < cfg.threads; t++) workers.push_back(std::make_unique<Worker>());
-    std::vector<uint64_t> cq_fill(cfg.threads, UINT64_MAX);
+    std::vector<uint64_t> cq_fill(cfg.threads, 0);
     std::random_device rd;
     for (uint32_t i = 0; i < nflows; i++) {
         Flow& f = flows[i];
@@ -480,7 +480,7 @@ RunResult run_client(const Config& cfg) {
         uint32_t t = i % cfg.threads;
         Worker& w = *workers[t];
         uint64_t cap = std::min<uint64_t>(lim.max_cqe ? lim.max_cqe : 4096, 16384);
-        if (cq_fill[t] + f.res.spec.depth > cap) {
+        if (w.cqs.empty() || cq_fill[t] + f.res.spec.depth > cap) {
             CqPtr cq(ibv_create_cq(ctx, static_cast<int>(cap), nullptr, nullptr, 0));
             if (!cq)
                 throw SetupError(
@@ -753,7 +753,7 @@ RunResult run_server(const Config& cfg) {
     PdPtr pd;
     DeviceLimits lim;
     std::vector<CqPtr> cqs;
-    uint64_t cq_fill = UINT64_MAX, cq_cap = 0;
+    uint64_t cq_fill = 0, cq_cap = 0;
     // Flows are looked up by the poller through a fixed table of pointers.
     constexpr uint32_t kMax = 1u << 20;
     std::deque<SFlow> flows;
@@ -838,7 +838,7 @@ RunResult run_server(const Config& cfg) {
                 if (!f->mr) why = fmt::format("ibv_reg_mr: {}", errno_str(errno));
             }
             uint32_t nrecv = f && f->recvs ? req.depth : 1;
-            if (why.empty() && cq_fill + nrecv > cq_cap) {
+            if (why.empty() && (cqs.empty() || cq_fill + nrecv > cq_cap)) {
                 if (ncq >= cq_table.size()) {
                     why = "too many CQs";
                 } else {
