@@ -469,7 +469,7 @@ void check_limits(const Config& cfg, const DeviceLimits& lim) {
     uint64_t flows = cfg.flows();
     if (lim.max_qp && flows > lim.max_qp)
         throw ConfigError(fmt::format(
-            "{} flows need {} QPs but device {} has max_qp {} (for rxe raise it, docs/flowgen.md)",
+            "{} flows need {} QPs but device {} has max_qp {}",
             flows, flows, lim.name, lim.max_qp));
     if (lim.max_mr && flows > lim.max_mr)
         throw ConfigError(fmt::format("{} flows need {} MRs but device {} has max_mr {}", flows,

@@ -451,7 +451,6 @@ RunResult run_client(const Config& cfg) {
     std::vector<Flow> flows(nflows);
     std::vector<std::unique_ptr<Worker>> workers;
     for (uint32_t t = 0; t < cfg.threads; t++) workers.push_back(std::make_unique<Worker>());
-    std::vector<uint64_t> cq_fill(cfg.threads, 0);
     std::random_device rd;
     for (uint32_t i = 0; i < nflows; i++) {
         Flow& f = flows[i];
@@ -476,21 +475,29 @@ RunResult run_client(const Config& cfg) {
         if (!f.mr)
             throw SetupError(fmt::format("flow {}: ibv_reg_mr({} bytes): {}", i,
                                          f.res.spec.size.max(), errno_str(errno)));
-        // round robin over threads; a thread's CQs hold up to max_cqe entries
-        uint32_t t = i % cfg.threads;
-        Worker& w = *workers[t];
-        uint64_t cap = std::min<uint64_t>(lim.max_cqe ? lim.max_cqe : 4096, 16384);
-        if (w.cqs.empty() || cq_fill[t] + f.res.spec.depth > cap) {
-            CqPtr cq(ibv_create_cq(ctx, static_cast<int>(cap), nullptr, nullptr, 0));
+        workers[i % cfg.threads]->flows.push_back(&f);  // round robin over threads
+    }
+    // A thread's CQs: sized to its flows' depths, each at most max_cqe.
+    uint64_t cap = std::min<uint64_t>(lim.max_cqe ? lim.max_cqe : 4096, 16384);
+    for (auto& wp : workers) {
+        Worker& w = *wp;
+        size_t first = 0;
+        uint64_t fill = 0;
+        auto make_cq = [&](size_t end) {
+            CqPtr cq(ibv_create_cq(ctx, static_cast<int>(fill), nullptr, nullptr, 0));
             if (!cq)
                 throw SetupError(
-                    fmt::format("ibv_create_cq({} entries): {}", cap, errno_str(errno)));
+                    fmt::format("ibv_create_cq({} entries): {}", fill, errno_str(errno)));
+            for (size_t k = first; k < end; k++) w.flows[k]->cq = cq.get();
             w.cqs.push_back(std::move(cq));
-            cq_fill[t] = 0;
+            first = end;
+            fill = 0;
+        };
+        for (size_t k = 0; k < w.flows.size(); k++) {
+            if (fill && fill + w.flows[k]->res.spec.depth > cap) make_cq(k);
+            fill += w.flows[k]->res.spec.depth;
         }
-        cq_fill[t] += f.res.spec.depth;
-        f.cq = w.cqs.back().get();
-        w.flows.push_back(&f);
+        if (fill) make_cq(w.flows.size());
     }
 
     // Connect, connect_window at a time.
@@ -814,7 +821,7 @@ RunResult run_server(const Config& cfg) {
                 lim = query_limits(ctx);
                 pd.reset(ibv_alloc_pd(ctx));
                 if (!pd) why = fmt::format("ibv_alloc_pd: {}", errno_str(errno));
-                cq_cap = std::min<uint64_t>(lim.max_cqe ? lim.max_cqe : 4096, 16384);
+                cq_cap = std::min<uint64_t>(lim.max_cqe ? lim.max_cqe : 4096, 4096);
                 hw0 = read_hw_counters(r.device, 1);
             }
             if (why.empty() && lim.max_mr_size && req.size > lim.max_mr_size)

@@ -188,9 +188,11 @@ errors)
 	# a peer that dies mid-run: the client ends with status 2, partial results saved
 	start_server
 	client -u 2 -S 2 --size 16k -D 4 -T 60 --json "$out/partial.json" --csv "$out/partial.csv" \
-		>"$out/client.log" 2>&1 &
+		--progress >"$out/client.log" 2>&1 &
 	cl=$!
-	sleep 3
+	# until the traffic runs: the first progress line
+	for i in $(seq 1 600); do grep -q 'Gbit/s' "$out/client.log" && break; sleep 0.1; done
+	grep -q 'Gbit/s' "$out/client.log" || { cat "$out/client.log"; fail "no traffic after 60 s"; }
 	kill -9 "$srv"
 	t0=$(date +%s)
 	wait $cl
