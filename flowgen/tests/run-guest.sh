@@ -18,6 +18,8 @@ if ! why=$("$runner" --check 2>&1); then
 	exit 1
 fi
 export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-900}
+# 4,096 flows: ~50 KiB per flow in each process plus ~100 KiB in the kernel
+[ "$1" = many ] && export SVERBS_VM_MEM=${SVERBS_VM_MEM:-3G}
 out=$build/flowgen/results/$1
 rm -rf "$out"
 mkdir -p "$out"
