@@ -49,6 +49,7 @@ struct Deleter {
 using ChannelPtr = std::unique_ptr<rdma_event_channel, Deleter<rdma_destroy_event_channel>>;
 using PdPtr = std::unique_ptr<ibv_pd, Deleter<ibv_dealloc_pd>>;
 using CqPtr = std::unique_ptr<ibv_cq, Deleter<ibv_destroy_cq>>;
+using CompChannelPtr = std::unique_ptr<ibv_comp_channel, Deleter<ibv_destroy_comp_channel>>;
 using MrPtr = std::unique_ptr<ibv_mr, Deleter<ibv_dereg_mr>>;
 using AddrInfoPtr = std::unique_ptr<rdma_addrinfo, Deleter<rdma_freeaddrinfo>>;
 // An id with a QP: the QP goes first.
@@ -759,6 +760,7 @@ RunResult run_server(const Config& cfg) {
 
     PdPtr pd;
     DeviceLimits lim;
+    CompChannelPtr chan;  // destroyed after the CQs
     std::vector<CqPtr> cqs;
     uint64_t cq_fill = 0, cq_cap = 0;
     // Flows are looked up by the poller through a fixed table of pointers.
@@ -768,15 +770,27 @@ RunResult run_server(const Config& cfg) {
     std::atomic<size_t> ncq{0};
     std::vector<std::atomic<ibv_cq*>> cq_table(4096);
     std::atomic<bool> stop{false};
+    // Receives (SEND, WRITE_IMM flows) are reposted by this thread, woken by
+    // the CQs' completion channel: it must not spin, the client shares the CPUs.
+    std::atomic<ibv_comp_channel*> chan_live{nullptr};
     std::thread poller([&] {
         ibv_wc wc[64];
         while (!stop) {
-            size_t n = ncq.load();
-            bool any = false;
-            for (size_t c = 0; c < n; c++) {
-                int k = ibv_poll_cq(cq_table[c].load(), 64, wc);
+            ibv_comp_channel* chp = chan_live.load();
+            if (!chp) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                continue;
+            }
+            pollfd p{chp->fd, POLLIN, 0};
+            if (poll(&p, 1, 100) <= 0) continue;
+            ibv_cq* cq = nullptr;
+            void* cq_ctx = nullptr;
+            if (ibv_get_cq_event(chp, &cq, &cq_ctx)) continue;
+            ibv_ack_cq_events(cq, 1);
+            ibv_req_notify_cq(cq, 0);  // then drain: nothing between is lost
+            int k;
+            while ((k = ibv_poll_cq(cq, 64, wc)) > 0) {
                 for (int i = 0; i < k; i++) {
-                    any = true;
                     SFlow* f = table[wc[i].wr_id].load();
                     if (!f) continue;
                     if (wc[i].status != IBV_WC_SUCCESS) {
@@ -795,7 +809,6 @@ RunResult run_server(const Config& cfg) {
                     }
                 }
             }
-            if (!any) std::this_thread::sleep_for(std::chrono::microseconds(n ? 20 : 1000));
         }
     });
     uint32_t live = 0, ever = 0;
@@ -849,8 +862,15 @@ RunResult run_server(const Config& cfg) {
                 if (ncq >= cq_table.size()) {
                     why = "too many CQs";
                 } else {
-                    CqPtr cq(ibv_create_cq(ctx, static_cast<int>(cq_cap), nullptr, nullptr, 0));
-                    if (!cq) {
+                    if (!chan) {
+                        chan.reset(ibv_create_comp_channel(ctx));
+                        chan_live.store(chan.get());
+                    }
+                    CqPtr cq;
+                    if (chan)
+                        cq.reset(
+                            ibv_create_cq(ctx, static_cast<int>(cq_cap), nullptr, chan.get(), 0));
+                    if (!cq || ibv_req_notify_cq(cq.get(), 0)) {
                         why = fmt::format("ibv_create_cq: {}", errno_str(errno));
                     } else {
                         cq_table[ncq].store(cq.get());
