@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+// CUnit tests of sverbs-flowgen's config, statistics and model fit.  Every
+// expected value is worked out by hand in the comment next to it.
+#include <CUnit/Basic.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "../src/config.hpp"
+#include "../src/sport.hpp"
+#include "../src/stats.hpp"
+
+using namespace flowgen;
+
+namespace {
+
+bool near(double a, double b, double rel = 1e-9) {
+    return std::fabs(a - b) <= rel * std::max(std::fabs(a), std::fabs(b)) + 1e-300;
+}
+
+// The message of the ConfigError f throws, or "" if none.
+template <class F>
+std::string config_error(F f) {
+    try {
+        f();
+    } catch (const ConfigError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+bool has(const std::string& s, const char* what) {
+    return s.find(what) != std::string::npos;
+}
+
+Config cli(std::vector<std::string> args) {
+    args.insert(args.begin(), "sverbs-flowgen");
+    return parse_cli(args);
+}
+
+void test_hist_buckets() {
+    // below 32: exact
+    for (uint64_t v = 0; v < 32; v++) {
+        CU_ASSERT_EQUAL(Histogram::bucket_of(v), v);
+        CU_ASSERT_EQUAL(Histogram::upper_of(v), v);
+    }
+    // 50 = 0b110010: k = 5, sub = (50 >> 1) & 15 = 9 -> bucket 32 + 0 * 16 + 9 = 41, [50, 51]
+    CU_ASSERT_EQUAL(Histogram::bucket_of(50), 41u);
+    CU_ASSERT_EQUAL(Histogram::upper_of(41), 51u);
+    CU_ASSERT_EQUAL(Histogram::bucket_of(51), 41u);
+    // 1000: k = 9, sub = (1000 >> 5) & 15 = 31 & 15 = 15 -> 32 + 4 * 16 + 15 = 111,
+    // [31 << 5 = 992, 1023]
+    CU_ASSERT_EQUAL(Histogram::bucket_of(1000), 111u);
+    CU_ASSERT_EQUAL(Histogram::upper_of(111), 1023u);
+    // every bucket's upper edge falls into it, and the next value does not
+    for (size_t b = 0; b + 1 < Histogram::kBuckets; b++) {
+        CU_ASSERT_EQUAL(Histogram::bucket_of(Histogram::upper_of(b)), b);
+        CU_ASSERT_EQUAL(Histogram::bucket_of(Histogram::upper_of(b) + 1), b + 1);
+    }
+    CU_ASSERT_EQUAL(Histogram::bucket_of(UINT64_MAX), Histogram::kBuckets - 1);
+}
+
+void test_hist_percentiles() {
+    Histogram h;
+    CU_ASSERT_EQUAL(h.percentile(0.5), 0u);  // empty
+    for (uint64_t v = 1; v <= 100; v++) h.add(v);
+    CU_ASSERT_EQUAL(h.count(), 100u);
+    // p50: rank 50 -> value 50, bucket [50, 51] -> 51
+    CU_ASSERT_EQUAL(h.percentile(0.50), 51u);
+    // p99: rank 99 -> 99: k = 6, sub = (99 >> 2) & 15 = 8, [96, 99] -> 99
+    CU_ASSERT_EQUAL(h.percentile(0.99), 99u);
+    // p99.9: rank ceil(99.9) = 100 -> 100 in [100, 103], capped at max 100
+    CU_ASSERT_EQUAL(h.percentile(0.999), 100u);
+    // p1: rank 1 -> 1 (exact)
+    CU_ASSERT_EQUAL(h.percentile(0.01), 1u);
+    CU_ASSERT_EQUAL(h.percentile(0.0), 1u);
+    CU_ASSERT(near(h.mean(), 50.5));
+    CU_ASSERT_EQUAL(h.min(), 1u);
+    CU_ASSERT_EQUAL(h.max(), 100u);
+
+    Histogram a, b;
+    a.add(4, 3);  // 4, 4, 4
+    b.add(10);
+    b.add(20);
+    a.merge(b);  // 4 4 4 10 20
+    CU_ASSERT_EQUAL(a.count(), 5u);
+    CU_ASSERT_EQUAL(a.percentile(0.6), 4u);    // rank 3
+    CU_ASSERT_EQUAL(a.percentile(0.61), 10u);  // rank ceil(3.05) = 4
+    CU_ASSERT_EQUAL(a.percentile(1.0), 20u);
+    CU_ASSERT(near(a.mean(), 42.0 / 5));
+    // one slow value among many: p99 stays low, p99.9 sees it
+    Histogram c;
+    c.add(1000, 999);  // bucket [992, 1023]
+    c.add(1000000);
+    CU_ASSERT_EQUAL(c.percentile(0.99), 1023u);    // rank 990: the bucket [992, 1023]
+    CU_ASSERT_EQUAL(c.percentile(1.0), 1000000u);  // rank 1000
+}
+
+void test_jain() {
+    CU_ASSERT(near(jain_index({1, 1, 1, 1}), 1.0));
+    CU_ASSERT(near(jain_index({1, 0, 0, 0}), 0.25));              // 1 / n
+    CU_ASSERT(near(jain_index({1, 2, 3}), 36.0 / 42.0));          // 6^2 / (3 * 14)
+    CU_ASSERT(near(jain_index({5, 5, 10, 10}), 900.0 / 1000.0));  // 30^2 / (4 * 250)
+    CU_ASSERT_EQUAL(jain_index({}), 0.0);
+    CU_ASSERT_EQUAL(jain_index({0, 0}), 0.0);
+}
+
+void test_fits() {
+    auto f = fit_line({1, 2, 3, 4}, {3, 5, 7, 9});  // y = 1 + 2x
+    CU_ASSERT(near(f.slope, 2.0));
+    CU_ASSERT(near(f.intercept, 1.0));
+    CU_ASSERT(near(f.r2, 1.0));
+    // x 0 1 2, y 1 2 2: mx 1, my 5/3, Sxx 2, Sxy 1 -> slope 1/2, b = 5/3 - 1/2
+    // Syy = 4/9 + 1/9 + 1/9 = 2/3, r2 = 1 / (2 * 2/3) = 3/4
+    f = fit_line({0, 1, 2}, {1, 2, 2});
+    CU_ASSERT(near(f.slope, 0.5));
+    CU_ASSERT(near(f.intercept, 5.0 / 3 - 0.5));
+    CU_ASSERT(near(f.r2, 0.75));
+    // through the origin: Sxy / Sxx = (2 + 10) / (1 + 4) = 2.4
+    f = fit_through_origin({1, 2}, {2, 5});
+    CU_ASSERT(near(f.slope, 2.4));
+    CU_ASSERT_EQUAL(fit_line({1}, {1}).n, 1u);
+    CU_ASSERT_EQUAL(fit_line({1}, {1}).slope, 0.0);
+}
+
+void test_model() {
+    // N 4, M 100, Ts 1e-6, Tc 1e-8, Tf 1e-9:
+    // 4 * 5 * 1e-6 = 20e-6; (1 + 2) * (1e4 / 4) * 1e-8 = 75e-6; 2 * (1e6 / 4) * 1e-9 = 500e-6
+    CU_ASSERT(near(bmr_model(4, 100, 1e-6, 1e-8, 1e-9), 595e-6));
+    // T_sched alone from one point: (595e-6 - 575e-6) / 20 = 1e-6
+    CU_ASSERT(near(fit_t_sched({{4, 100, 595e-6}}, 1e-8, 1e-9), 1e-6));
+    // two points: N 1 M 10 T = 2 Ts + 10^2 Tc + 2e3 Tf, N 4 M 100 as above, measured
+    // 1 us high at N 1: a = (2, 20), rest = (2e-6 + 1e-6, 20e-6):
+    // Ts = (2 * 3e-6 + 20 * 20e-6) / (4 + 400) = 406e-6 / 404
+    double t1 = bmr_model(1, 10, 1e-6, 1e-8, 1e-9) + 1e-6;
+    CU_ASSERT(near(fit_t_sched({{1, 10, t1}, {4, 100, 595e-6}}, 1e-8, 1e-9), 406e-6 / 404, 1e-6));
+    CU_ASSERT(near(bmr_x(4, 100), 4 * 3 / 400.0));  // N (1 + log2 N) / (4M)
+    CU_ASSERT(near(bmr_x(16, 1024), 16 * 5 / 4096.0));
+    CU_ASSERT(near(bmr_overhead(4, 0.3, 1.0), 0.2));  // (4 * 0.3 - 1) / 1
+}
+
+void test_sizes() {
+    CU_ASSERT_EQUAL(parse_bytes("4096"), 4096u);
+    CU_ASSERT_EQUAL(parse_bytes("64k"), 65536u);
+    CU_ASSERT_EQUAL(parse_bytes("2M"), 2u << 20);
+    CU_ASSERT_EQUAL(parse_bytes("1g"), 1u << 30);
+    CU_ASSERT(has(config_error([] { parse_bytes("12x"); }), "not a number"));
+    auto d = SizeDist::parse("uniform:1k-4k");
+    CU_ASSERT_EQUAL(d.lo, 1024u);
+    CU_ASSERT_EQUAL(d.max(), 4096u);
+    CU_ASSERT(near(d.mean(), 2560));
+    d = SizeDist::parse("choice:64,4k,64k");
+    CU_ASSERT_EQUAL(d.choices.size(), 3u);
+    CU_ASSERT_EQUAL(d.max(), 65536u);
+    CU_ASSERT(near(d.mean(), (64 + 4096 + 65536) / 3.0));
+    CU_ASSERT_EQUAL(d.str(), "choice:64,4096,65536");
+    std::mt19937_64 rng(1);
+    for (int i = 0; i < 100; i++) {
+        auto s = d.sample(rng);
+        CU_ASSERT(s == 64 || s == 4096 || s == 65536);
+    }
+    CU_ASSERT(has(config_error([] { SizeDist::parse("0"); }), "0 bytes"));
+    CU_ASSERT(has(config_error([] { SizeDist::parse("uniform:8-4"); }), "LO > HI"));
+    CU_ASSERT(has(config_error([] { SizeDist::parse("zipf:4"); }), "unknown distribution"));
+}
+
+void test_cli() {
+    auto c = cli({"-s", "10.77.0.2", "-u", "4", "-S", "16", "--op", "READ", "--size", "64k", "-D",
+                  "8", "--prio", "3", "--user-weights", "1,2,3,4"});
+    CU_ASSERT_EQUAL(c.flows(), 64u);
+    CU_ASSERT_EQUAL(c.server, "10.77.0.2");
+    check(c);
+    auto f = flow_spec(c, 3, 15);
+    CU_ASSERT(f.op == Op::Read);
+    CU_ASSERT_EQUAL(f.size.max(), 65536u);
+    CU_ASSERT_EQUAL(f.depth, 8u);
+    CU_ASSERT_EQUAL(f.prio, 3);
+    CU_ASSERT_EQUAL(c.user_weights.size(), 4u);
+    CU_ASSERT(has(config_error([] {
+                      check(cli({"-s", "x", "--op", "atomic"}));
+                  }),
+                  "unknown operation 'atomic'"));
+    CU_ASSERT(has(config_error([] { cli({"--users", "many"}); }), "users"));
+    CU_ASSERT(has(config_error([] { cli({"--alloc", "maybe"}); }), "alloc"));
+    CU_ASSERT(has(config_error([] { check(cli({"-u", "4"})); }), "no --server"));
+    CU_ASSERT(has(config_error([] { check(cli({"-s", "x", "-u", "0"})); }), "at least 1"));
+    CU_ASSERT(has(config_error([] {
+                      check(cli({"-s", "x", "-u", "2", "--user-weights", "1"}));
+                  }),
+                  "1 user weights for 2 users"));
+    CU_ASSERT(has(config_error([] { check(cli({"-s", "x", "--prio", "9"})); }), "0..7"));
+    CU_ASSERT(has(config_error([] { check(cli({"-s", "x", "-t", "3"})); }), "3 threads for 1"));
+    CU_ASSERT(has(config_error([] { cli({"--user-weights", "1,b"}); }), "'b' is not a number"));
+    try {
+        cli({"--help"});
+        CU_FAIL("--help did not ask to exit");
+    } catch (const ExitRequest& e) {
+        CU_ASSERT_EQUAL(e.code, 0);
+        CU_ASSERT(has(e.text, "--services"));
+    }
+}
+
+void test_toml() {
+    Config c;
+    apply_toml(c, R"(
+server = "10.77.0.2"
+users = 2
+services = 3
+op = "send"
+size = 1024
+depth = 4
+alloc = "on"
+user_weights = [1.0, 3]
+[[flows]]
+users = "1"
+services = "1-2"
+op = "write_imm"
+size = "uniform:512-2k"
+prio = 0
+)",
+               "t.toml");
+    check(c);
+    CU_ASSERT_EQUAL(c.flows(), 6u);
+    CU_ASSERT(flow_spec(c, 0, 2).op == Op::Send);
+    CU_ASSERT_EQUAL(flow_spec(c, 0, 2).size.max(), 1024u);
+    CU_ASSERT(flow_spec(c, 1, 0).op == Op::Send);
+    CU_ASSERT(flow_spec(c, 1, 1).op == Op::WriteImm);
+    CU_ASSERT_EQUAL(flow_spec(c, 1, 2).size.max(), 2048u);
+    CU_ASSERT_EQUAL(flow_spec(c, 1, 2).prio, 0);
+    CU_ASSERT_EQUAL(flow_spec(c, 1, 2).depth, 4u);
+    CU_ASSERT(has(config_error([] {
+                      Config x;
+                      apply_toml(x, "userz = 3\n", "t.toml");
+                  }),
+                  "unknown key 'userz'"));
+    CU_ASSERT(has(config_error([] {
+                      Config x;
+                      apply_toml(x, "users = \"two\"\n", "t.toml");
+                  }),
+                  "line 1"));
+    CU_ASSERT(has(config_error([] {
+                      Config x;
+                      apply_toml(x, "users = [\n", "t.toml");
+                  }),
+                  "t.toml"));
+    CU_ASSERT(has(config_error([] {
+                      Config x;
+                      apply_toml(x, "port = 70000\n", "t.toml");
+                  }),
+                  "out of range"));
+    CU_ASSERT(has(config_error([] {
+                      Config x;
+                      apply_toml(x, "[[flows]]\nusers = \"0\"\ndeep = 3\n", "t.toml");
+                  }),
+                  "unknown key 'deep' in [[flows]]"));
+}
+
+void test_toml_then_flags() {
+    char path[] = "/tmp/flowgen-unit-XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    std::string text = "server = \"10.0.0.1\"\nusers = 8\ndepth = 2\n";
+    CU_ASSERT_FATAL(write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    close(fd);
+    auto c = cli({"--config", path, "-u", "3"});  // the flag wins, the rest from the file
+    CU_ASSERT_EQUAL(c.users, 3u);
+    CU_ASSERT_EQUAL(c.depth, 2u);
+    CU_ASSERT_EQUAL(c.server, "10.0.0.1");
+    unlink(path);
+    CU_ASSERT(has(config_error([] {
+                      cli({"--config", "/nonexistent.toml"});
+                  }),
+                  "cannot read config file"));
+}
+
+void test_limits() {
+    DeviceLimits lim;
+    lim.name = "rxe0";
+    lim.max_qp = 100;
+    lim.max_mr_size = 1 << 20;
+    lim.max_qp_wr = 16;
+    auto c = cli({"-s", "x", "-u", "10", "-S", "10"});
+    check_limits(c, lim);  // 100 flows: fits
+    c.services = 11;
+    CU_ASSERT(has(config_error([&] { check_limits(c, lim); }), "110 flows need 110 QPs"));
+    CU_ASSERT(has(config_error([&] { check_limits(c, lim); }), "max_qp 100"));
+    auto d = cli({"-s", "x", "--size", "2m"});
+    CU_ASSERT(has(config_error([&] { check_limits(d, lim); }), "max_mr_size 1048576"));
+    auto e = cli({"-s", "x", "-D", "32"});
+    CU_ASSERT(has(config_error([&] { check_limits(e, lim); }), "max_qp_wr 16"));
+    // the grid
+    auto g = cli({"--mode", "bmr", "--procs", "8"});
+    CU_ASSERT(has(config_error([&] { check(g); }), "8 processes do not make a square grid"));
+    g.procs = 9;
+    g.matrix = 100;
+    CU_ASSERT(has(config_error([&] { check(g); }), "not a multiple of the grid side 3"));
+    g.matrix = 99;
+    check(g);
+}
+
+void test_alloc() {
+    auto c = cli({"-s", "x", "-u", "2", "-S", "2", "--user-weights", "1,3", "--alloc", "on"});
+    CU_ASSERT(alloc_active(c));
+    auto a = allocate(c, 1000);  // total weight 1*2 + 3*2 = 8: 125 per user-0 flow, 375 user 1
+    CU_ASSERT(near(a.rate_mbps[0], 125));
+    CU_ASSERT(near(a.rate_mbps[1], 125));
+    CU_ASSERT(near(a.rate_mbps[2], 375));
+    CU_ASSERT(near(a.rate_mbps[3], 375));
+    CU_ASSERT_EQUAL(a.prio[2], 0);  // the heaviest user: level 0
+    CU_ASSERT_EQUAL(a.prio[0], 1);
+    auto e = cli({"-s", "x", "-u", "4", "-S", "1", "--prio", "5"});
+    a = allocate(e, 1000);  // equal: 250 each, the stated level kept
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT(near(a.rate_mbps[i], 250));
+        CU_ASSERT_EQUAL(a.prio[i], 5);
+    }
+    auto t = cli({"-s", "x", "-u", "30", "-S", "100"});  // 3000 flows: not above 3000
+    CU_ASSERT(!alloc_active(t));
+    t.services = 101;  // 3030
+    CU_ASSERT(alloc_active(t));
+    t.alloc = "off";
+    CU_ASSERT(!alloc_active(t));
+}
+
+void test_sport() {
+    // 0x12345: low 14 bits 0x2345, high bits 0x10000 >> 14 = 4: 0x2345 ^ 4 = 0x2341 | 0xC000
+    CU_ASSERT_EQUAL(flow_label_to_udp_sport(0x12345), 0xe341);
+    CU_ASSERT_EQUAL(flow_label_to_udp_sport(0), 0xc000);
+    // 50000 * 31 + 7471 = 1557471; & 0xFFFFF = 1557471 - 1048576 = 508895
+    CU_ASSERT_EQUAL(cm_flow_label(50000, 7471), 508895u);
+    // 17 * 18 = 306, no high bits to fold
+    CU_ASSERT_EQUAL(calc_flow_label(17, 18), 306u);
+    // 0x1000 * 0x1000 = 0x1000000: ^ (>> 20) = 0x1000000 ^ 0x10 -> & 0xFFFFF = 0x10
+    CU_ASSERT_EQUAL(calc_flow_label(0x1000, 0x1000), 0x10u);
+    // symmetric in the QPNs
+    CU_ASSERT_EQUAL(calc_flow_label(0x11, 0x2345), calc_flow_label(0x2345, 0x11));
+    // 508895 = 0x7C3DF: low 0x03DF, high 0x7C000 >> 14 = 0x1F: 0x3DF ^ 0x1F = 0x3C0 | 0xC000
+    CU_ASSERT_EQUAL(rxe_cm_udp_sport(50000, 7471, 17, 18), 0xc3c0);
+}
+
+}  // namespace
+
+int main() {
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+    CU_pSuite s = CU_add_suite("flowgen", nullptr, nullptr);
+    CU_add_test(s, "histogram buckets", test_hist_buckets);
+    CU_add_test(s, "histogram percentiles", test_hist_percentiles);
+    CU_add_test(s, "jain index", test_jain);
+    CU_add_test(s, "line fits", test_fits);
+    CU_add_test(s, "bmr model and T_sched fit", test_model);
+    CU_add_test(s, "size distributions", test_sizes);
+    CU_add_test(s, "flags", test_cli);
+    CU_add_test(s, "toml", test_toml);
+    CU_add_test(s, "toml then flags", test_toml_then_flags);
+    CU_add_test(s, "device limits and grid", test_limits);
+    CU_add_test(s, "bandwidth allocation", test_alloc);
+    CU_add_test(s, "udp source port", test_sport);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures();
+    unsigned ran = CU_get_number_of_tests_run();
+    CU_cleanup_registry();
+    return failed || ran == 0 ? 1 : 0;
+}
