@@ -6,7 +6,9 @@
 #   TARGET     config (common/config.c's parser) and/or wr (WR sequences
 #              against the fake adapter, the reference model as oracle);
 #              default both
-#   --short    CI: each target for 20 s from its seed corpus (the default)
+#   --short    CI: each target from its seed corpus alone, a fixed number of
+#              executions with a fixed seed (-seed=1): the same run every time,
+#              so CI's verdict does not depend on luck (the default)
 #   --runs N   each target for N executions
 #   --time S   each target for S seconds
 #   --out DIR  build and working corpora there (default build-fuzz/)
@@ -21,14 +23,15 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
 OUT=$ROOT/build-fuzz
-MODE=(-max_total_time=20)
+SHORT=1
+MODE=()
 TARGETS=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) OUT=$2; shift 2 ;;
-	--short) MODE=(-max_total_time=20); shift ;;
-	--runs) MODE=(-runs="$2"); shift 2 ;;
-	--time) MODE=(-max_total_time="$2"); shift 2 ;;
+	--short) SHORT=1; shift ;;
+	--runs) SHORT=0; MODE=(-runs="$2"); shift 2 ;;
+	--time) SHORT=0; MODE=(-max_total_time="$2"); shift 2 ;;
 	config | wr) TARGETS+=("$1"); shift ;;
 	*) echo "fuzz: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -61,6 +64,15 @@ for t in "${TARGETS[@]}"; do
 		"$ROOT/common/config.c" ;;
 	esac
 	mkdir -p "$OUT/corpus/$t"
+	if [ $SHORT = 1 ]; then
+		# a fresh working corpus: only the repository's seeds count
+		rm -rf "$OUT/corpus/$t"
+		mkdir -p "$OUT/corpus/$t"
+		case $t in
+		config) MODE=(-runs=200000 -seed=1) ;;
+		wr) MODE=(-runs=40000 -seed=1) ;;
+		esac
+	fi
 	# a WR input of 1 KiB is ~250 decisions: short runs, many of them
 	EXTRA=()
 	[ "$t" = wr ] && EXTRA=(-max_len=1024)
