@@ -64,6 +64,7 @@ if [ ! -f "$BLD/build.ninja" ]; then
 		-DCMAKE_INSTALL_LIBDIR=lib \
 		-DCMAKE_INSTALL_SYSCONFDIR="$PREFIX/etc" \
 		-DNO_PYVERBS=1 \
+		-DPYTHON_EXECUTABLE=/usr/bin/python3 \
 		-DCMAKE_INSTALL_SYSTEMD_SERVICEDIR="$PREFIX/lib/systemd/system" \
 		-DCMAKE_INSTALL_SYSTEMD_BINDIR="$PREFIX/lib/systemd" \
 		-DCMAKE_INSTALL_UDEV_RULESDIR="$PREFIX/lib/udev/rules.d" \

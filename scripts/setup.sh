@@ -23,6 +23,8 @@ PACKAGES=(
 	libfmt-dev libspdlog-dev nlohmann-json3-dev libopenblas-dev
 	libbenchmark-dev wrk nginx haproxy openmpi-bin libopenmpi-dev
 	ucx-utils python3-matplotlib
+	# install + Debian packages (scripts/install.sh, packaging/build-deb.sh)
+	patchelf debhelper lintian dpkg-dev
 )
 
 if [ "${SVERBS_SKIP_APT:-0}" != 1 ]; then
