@@ -16,9 +16,10 @@
 # The result is BUILDROOT/packaging/rdma-core-<tag>/stage/PREFIX/...: the
 # libraries, our rxe and mlx5 providers (with the layer) and every other
 # provider, etc/libibverbs.d, etc/sverbs.conf, headers, pkg-config files, the
-# user tools and man pages, every ELF with a $ORIGIN-relative RUNPATH.  Left
+# user tools, every ELF with a $ORIGIN-relative RUNPATH.  Left
 # out: what belongs to the system's rdma-core service side (udev rules,
-# modprobe.d, init.d, systemd units, etc/rdma) and pyverbs.
+# modprobe.d, init.d, systemd units, etc/rdma), pyverbs and the man pages
+# (some of rdma-core 56.1's need rst2man/pandoc: not in the tarball prebuilt).
 set -euo pipefail
 
 die() {
@@ -64,6 +65,7 @@ if [ ! -f "$BLD/build.ninja" ]; then
 		-DCMAKE_INSTALL_LIBDIR=lib \
 		-DCMAKE_INSTALL_SYSCONFDIR="$PREFIX/etc" \
 		-DNO_PYVERBS=1 \
+		-DNO_MAN_PAGES=1 \
 		-DPYTHON_EXECUTABLE=/usr/bin/python3 \
 		-DCMAKE_INSTALL_SYSTEMD_SERVICEDIR="$PREFIX/lib/systemd/system" \
 		-DCMAKE_INSTALL_SYSTEMD_BINDIR="$PREFIX/lib/systemd" \
