@@ -123,7 +123,7 @@ stock() { # libibverbs and rxe from the system's rdma-core
 	grep -Eqx '(/usr)?/lib/x86_64-linux-gnu/libibverbs\.so\.1' <<<"$inits" &&
 		! grep -q '/opt/sverbs\|/tmp/moved' <<<"$inits"
 }
-stats() { grep -q '^sverbs: QP [0-9]*:' "$T/$1.out"; }
+stats() { grep -q 'sverbs: QP [0-9]*: ' "$T/$1.out"; } # (stdout and stderr interleave: not at a line start)
 # both pair members exited 0
 ok2() { [ "$(rc "$1.srv")" = 0 ] && [ "$(rc "$1.cli")" = 0 ]; }
 show() { # on failure: the pair's output
@@ -139,6 +139,10 @@ checkpair() { # checkpair DESC NAME CMD...
 		fail "$d"
 		show "$n"
 	fi
+}
+ldcache_same() { # the linker cache's libibverbs.so.1 entries are as before the install
+	ldconfig -p | grep -F libibverbs.so.1 >"$T/ldcache.now" || true
+	cmp -s "$T/ldcache.before" "$T/ldcache.now"
 }
 snapshot() { # names under the places a package may touch
 	find /etc /opt /lib/systemd /usr/share/doc /usr/share/lintian /usr/lib/systemd \
@@ -162,7 +166,7 @@ fi
 check "dpkg reports both installed" \
 	test "$(dpkg-query -W -f='${db:Status-Abbrev}' sverbs sverbs-proxy)" = "ii ii "
 check "the install did not change the host's choice (ld.so.cache as before)" \
-	diff -q "$T/ldcache.before" <(ldconfig -p | grep -F libibverbs.so.1)
+	ldcache_same
 dpkg -L sverbs sverbs-proxy | sort -u >"$T/dpkg-L"
 
 # ---- per program: sverbs-run
@@ -221,7 +225,7 @@ checkpair "host on + SVERBS=off: exit 0, our libraries, no layer" host-off \
 	eval 'ok2 host-off && loaded host-off.cli $P && ! stats host-off.cli'
 $P/bin/sverbs-select host off
 check "host off: ld.so.cache as before the install" \
-	diff -q "$T/ldcache.before" <(ldconfig -p | grep -F libibverbs.so.1)
+	ldcache_same
 check "host off: sverbs-which on the system's ibv_devinfo says NOT sverbs" \
 	eval "! $P/libexec/sverbs/sverbs-which $P /usr/bin/ibv_devinfo -l >/dev/null"
 perf undo-wbw "env SVERBS_STATS=on" ib_write_bw -s 65536 -n 100
@@ -248,7 +252,7 @@ check "purge: no path of dpkg -L is left (but those that were there before)${lef
 check "purge: $P is gone" test ! -e $P
 check "purge: the host switch's ld.so.conf.d entry is gone" test ! -e /etc/ld.so.conf.d/00-sverbs.conf
 check "purge: ld.so.cache as before the install" \
-	diff -q "$T/ldcache.before" <(ldconfig -p | grep -F libibverbs.so.1)
+	ldcache_same
 snapshot >"$T/after"
 extra=$(comm -13 "$T/before" "$T/after" | tr '\n' ' ')
 check "purge: nothing new under /etc /opt /lib/systemd /usr/share/doc /usr/share/lintian${extra:+: $extra}" \
