@@ -26,6 +26,8 @@ PACKAGES=(
 	libbenchmark-dev wrk nginx haproxy openmpi-bin libopenmpi-dev
 	ucx-utils python3-matplotlib
 	systemd # systemd-socket-activate: the proxy-fault-systemd-notify test
+	# install + Debian packages (scripts/install.sh, packaging/build-deb.sh)
+	patchelf debhelper lintian dpkg-dev
 )
 
 if [ "${SVERBS_SKIP_APT:-0}" != 1 ]; then
