@@ -69,8 +69,8 @@ static int fake_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 static int fake_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
 			       const struct timespec *abs)
 {
-	uint64_t until = (uint64_t)abs->tv_sec * 1000000000ull +
-			 (uint64_t)abs->tv_nsec;
+	uint64_t until =
+		(uint64_t)abs->tv_sec * 1000000000ull + (uint64_t)abs->tv_nsec;
 
 	if (atomic_load(&fake_ns) >= until)
 		return ETIMEDOUT;
@@ -186,7 +186,8 @@ static void test_linger(void)
 	uint64_t w;
 	int i;
 
-	CU_ASSERT_EQUAL_FATAL(sverbs_timer_add(&e, on_fire, (void *)1, tick), 0);
+	CU_ASSERT_EQUAL_FATAL(sverbs_timer_add(&e, on_fire, (void *)1, tick),
+			      0);
 	reset();
 	sverbs_timer_arm(&e, sverbs_now_ns() + 100 * US);
 	advance(100 * US);
@@ -208,8 +209,8 @@ static void test_linger(void)
 	}
 	/* and stops within SV_LINGER_TICKS ticks of the last hold it saw:
 	 * then the next arm must wake it (one wake-up) */
-	for (i = 0; i <= SV_LINGER_TICKS &&
-		    atomic_load(&planned_wake) != NEVER; i++)
+	for (i = 0; i <= SV_LINGER_TICKS && atomic_load(&planned_wake) != NEVER;
+	     i++)
 		advance(tick);
 	CU_ASSERT(i <= SV_LINGER_TICKS);
 	CU_ASSERT_EQUAL(atomic_load(&planned_wake), NEVER);

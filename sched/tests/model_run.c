@@ -286,7 +286,8 @@ static void hw_retire(struct mqp *q, enum ibv_wc_status st)
 	if (st == IBV_WC_SUCCESS) {
 		if (w && e->final) {
 			w->hw_done = true;
-			/* an unsignaled WR's signaled WQE owes the app nothing */
+			/* an unsignaled WR's signaled WQE owes the app nothing
+			 */
 			if (e->sig && w->signaled && !q->err)
 				w->deliverable = true;
 		}

@@ -1477,8 +1477,8 @@ static void re_check_flushed(uint64_t nids)
 		if (!re.after_fail[i])
 			continue;
 		posted_after++;
-		flushed_after += re.count[i] == 1 &&
-				 re.status[i] == IBV_WC_WR_FLUSH_ERR;
+		flushed_after +=
+			re.count[i] == 1 && re.status[i] == IBV_WC_WR_FLUSH_ERR;
 	}
 	CU_ASSERT(posted_after > 0);
 	CU_ASSERT_EQUAL(flushed_after, posted_after);
