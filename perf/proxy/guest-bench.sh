@@ -37,40 +37,7 @@ trap 'for p in "${PIDS[@]}"; do kill -9 $p 2>/dev/null; done; wait 2>/dev/null' 
 "$COMPUTE" -l $SVC -w 1 > "$D/compute.log" 2>&1 &
 PIDS+=($!)
 
-mkdir -p "$D/nginx"
-cat > "$D/nginx/nginx.conf" << EOF
-daemon off;
-master_process off;
-worker_processes 1;
-worker_rlimit_nofile 200000;
-pid $D/nginx/nginx.pid;
-error_log $D/nginx/error.log warn;
-events { worker_connections 20000; multi_accept on; }
-http {
-    access_log off;
-    client_body_temp_path $D/nginx/body;
-    proxy_temp_path $D/nginx/proxy;
-    fastcgi_temp_path $D/nginx/fastcgi;
-    uwsgi_temp_path $D/nginx/uwsgi;
-    scgi_temp_path $D/nginx/scgi;
-    keepalive_requests 1000000;
-    keepalive_timeout 60s;
-    upstream backend {
-        server $SVC;
-        keepalive 256;
-        keepalive_requests 1000000;
-    }
-    server {
-        listen $IN:18081 backlog=8192 reuseport;
-        location / {
-            proxy_pass http://backend;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering on;
-        }
-    }
-}
-EOF
+nginx_conf "$D/nginx" off 1 256
 nginx -p "$D/nginx" -c "$D/nginx/nginx.conf" > "$D/nginx/stdout.log" 2>&1 &
 PIDS+=($!)
 

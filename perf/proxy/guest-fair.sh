@@ -29,7 +29,8 @@ HERE=$(dirname "$0")
 NCPU=$(nproc)
 PROXY_CPUS=${PROXY_CPUS:-$((NCPU - 1))}
 LOAD_CPUS=${LOAD_CPUS:-0$([ "$NCPU" -gt 2 ] && echo "-$((NCPU - 2))")}
-IN=10.77.0.1 EG=10.77.0.2 SVC=10.77.0.2:19000
+# shellcheck source-path=SCRIPTDIR source=guest-lib.sh
+. "$HERE/guest-lib.sh"
 D=$(mktemp -d /tmp/proxy-fair.XXXXXX)
 log() { echo "guest-fair: $*" >&2; }
 ulimit -n 200000 || log "cannot raise ulimit -n"
@@ -48,39 +49,7 @@ on_load_cpu "$COMPUTE" -l $SVC -w 1 > "$D/compute.log" 2>&1 &
 PIDS+=($!)
 TPIDS[direct]=$!
 
-mkdir -p "$D/nginx"
-cat > "$D/nginx/nginx.conf" << EOF
-daemon off;
-master_process on;
-worker_processes $WORKERS;
-worker_rlimit_nofile 200000;
-pid $D/nginx/nginx.pid;
-error_log $D/nginx/error.log warn;
-events { worker_connections 20000; multi_accept on; }
-http {
-    access_log off;
-    client_body_temp_path $D/nginx/body;
-    proxy_temp_path $D/nginx/proxy;
-    fastcgi_temp_path $D/nginx/fastcgi;
-    uwsgi_temp_path $D/nginx/uwsgi;
-    scgi_temp_path $D/nginx/scgi;
-    keepalive_requests 1000000;
-    keepalive_timeout 60s;
-    upstream backend {
-        server $SVC;
-        keepalive $MAXC;
-        keepalive_requests 1000000;
-    }
-    server {
-        listen $IN:18081 backlog=8192 reuseport;
-        location / {
-            proxy_pass http://backend;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-        }
-    }
-}
-EOF
+nginx_conf "$D/nginx" on "$WORKERS" "$MAXC"
 on_proxy_cpu nginx -p "$D/nginx" -c "$D/nginx/nginx.conf" > "$D/nginx/stdout.log" 2>&1 &
 PIDS+=($!)
 
