@@ -249,10 +249,12 @@ if dpkg --purge sverbs-proxy sverbs >"$T/purge.out" 2>&1; then pass "dpkg --purg
 	sed 's/^/#   /' "$T/purge.out"
 fi
 # Left behind: a listed file or symlink that still exists, or a listed
-# directory of ours (shared ones like /, /etc, /lib/systemd/system stay).
+# directory of ours (shared ones like /, /etc, /lib/systemd/system stay; on
+# a merged-/usr system /lib is a symlink to usr/lib, a shared directory too:
+# -d follows it.  The packages ship no symlink to a directory).
 left=$(while read -r f; do
 	[ -e "$f" ] || [ -L "$f" ] || continue
-	if [ -d "$f" ] && [ ! -L "$f" ]; then
+	if [ -d "$f" ]; then
 		case "$f" in
 		$P | $P/* | /etc/sverbs | /etc/sverbs/* | /usr/share/doc/sverbs* | /usr/share/lintian/overrides/sverbs*) echo "$f" ;;
 		esac
