@@ -54,6 +54,13 @@ uint64_t Histogram::percentile(double q) const {
     return max_;
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> Histogram::buckets() const {
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    for (size_t i = 0; i < kBuckets; i++)
+        if (b_[i]) out.emplace_back(std::min(upper_of(i), max_), b_[i]);
+    return out;
+}
+
 double jain_index(const std::vector<double>& x) {
     double s = 0, s2 = 0;
     for (double v : x) {

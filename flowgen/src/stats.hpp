@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace flowgen {
@@ -36,6 +37,8 @@ class Histogram {
     // ceil(q * count)-th smallest value (q in [0, 1]); 0 when empty.  Never
     // above max().
     uint64_t percentile(double q) const;
+    // The non-empty buckets, lowest first: (upper edge, capped at max(); count).
+    std::vector<std::pair<uint64_t, uint64_t>> buckets() const;
 
   private:
     std::vector<uint32_t> b_ = std::vector<uint32_t>(kBuckets);

@@ -92,6 +92,10 @@ void test_hist_percentiles() {
     CU_ASSERT_EQUAL(a.percentile(0.61), 10u);  // rank ceil(3.05) = 4
     CU_ASSERT_EQUAL(a.percentile(1.0), 20u);
     CU_ASSERT(near(a.mean(), 42.0 / 5));
+    // all below 32, so exact: 4 three times, 10, 20
+    auto bk = a.buckets();
+    CU_ASSERT(bk == (std::vector<std::pair<uint64_t, uint64_t>>{{4, 3}, {10, 1}, {20, 1}}));
+    CU_ASSERT(Histogram().buckets().empty());
     // one slow value among many: p99 stays low, p99.9 sees it
     Histogram c;
     c.add(1000, 999);  // bucket [992, 1023]
@@ -340,6 +344,18 @@ void test_sport() {
     CU_ASSERT_EQUAL(calc_flow_label(0x11, 0x2345), calc_flow_label(0x2345, 0x11));
     // 508895 = 0x7C3DF: low 0x03DF, high 0x7C000 >> 14 = 0x1F: 0x3DF ^ 0x1F = 0x3C0 | 0xC000
     CU_ASSERT_EQUAL(rxe_cm_udp_sport(50000, 7471, 17, 18), 0xc3c0);
+    // mlx5: 0xC000 | ((i * 0x2F1B + salt) & 0x3FFF): flow 1, salt 5 -> 0x2F20 | 0xC000 = 0xEF20;
+    // flow 0x1000 salt 0 -> 0x2F1B000 & 0x3FFF = 0x3000 -> 0xF000; distinct for 16,384 flows
+    CU_ASSERT_EQUAL(mlx5_flow_udp_sport(1, 5), 0xef20);
+    CU_ASSERT_EQUAL(mlx5_flow_udp_sport(0x1000, 0), 0xf000);
+    std::vector<bool> seen(65536);
+    unsigned distinct = 0;
+    for (uint32_t i = 0; i < 16384; i++) {
+        uint16_t p = mlx5_flow_udp_sport(i, 12345);
+        if (p >= 0xc000 && !seen[p]) distinct++;
+        seen[p] = true;
+    }
+    CU_ASSERT_EQUAL(distinct, 16384u);
 }
 
 void test_model_check() {
