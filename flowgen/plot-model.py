@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 # plot-model.py - the BMR model check (docs/flowgen.md, "The model check"):
 # sverbs-bmr-fit does the arithmetic (fit_bmr() in flowgen/src/stats.cpp,
 # unit-tested); this prints its table and draws OUT/model.png (matplotlib):

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 # plot-run.py - the plots of one or more sverbs-flowgen runs (their --json):
 # per-flow throughput CDF, latency CDF (the merged histogram, total.lat.
 # histogram) and fairness over time (Jain's index per second, the timeline),

@@ -32,6 +32,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bmr_math.hpp"
@@ -198,6 +199,7 @@ class Verbs {
                 outstanding_--;
             }
             poll_recv();
+            if (n == 0) std::this_thread::yield();
         }
     }
 
@@ -332,8 +334,10 @@ Times run_verbs(Verbs& v, const Grid& g, std::vector<double>& a, std::vector<dou
     if (g.q > 1) post(0);
     for (uint32_t k = 0; k < g.q; k++) {
         double w = now_s();
-        while ((!g.owns_a(k) && !v.arrived(kImmA, k)) || (k > 0 && !v.arrived(kImmB, k))) {
-        }
+        // yield while polling: with more ranks than CPUs (--oversubscribe) a
+        // spinning rank would take the CPU from the ranks that compute
+        while ((!g.owns_a(k) && !v.arrived(kImmA, k)) || (k > 0 && !v.arrived(kImmB, k)))
+            std::this_thread::yield();
         t.wait += now_s() - w;
         if (k + 1 < g.q) post(k + 1);
         const double* ak = g.owns_a(k) ? a.data() : v.a_slot(k);

@@ -271,7 +271,7 @@ bmr-model)
 			for n in ${BMR_NS:-1 4 9 16}; do
 				mpi_bmr "$n" --matrix "$m" -q --no-verify --json "$out/bmr-n$n-m$m-r$rep.json" \
 					|| fail "sverbs-bmr -np $n --matrix $m"
-				echo "N $n M $m rep $rep: $($PY -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['seconds'], j['max_abs_error'])" "$out/bmr-n$n-m$m-r$rep.json")"
+				echo "N $n M $m rep $rep: seconds, max wait: $($PY -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['seconds'], j['wait_seconds_max'])" "$out/bmr-n$n-m$m-r$rep.json")"
 			done
 		done
 	done
