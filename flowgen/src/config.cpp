@@ -213,12 +213,12 @@ void toml_get(const toml::table& t, const char* key, T& out, const std::string& 
 }
 
 const char* const kTopKeys[] = {
-    "mode",      "device",       "server",   "bind",           "port",          "users",
-    "services",  "threads",      "op",       "size",           "depth",         "rate_mbps",
-    "prio",      "duration",     "iters",    "connect_window", "drain_timeout", "json",
-    "csv",       "label",        "progress", "quiet",          "alloc",         "alloc_threshold",
-    "link_gbps", "user_weights", "flows",    "procs",          "matrix",        "blas_threads",
-    "block"};
+    "mode",      "device",       "server",    "bind",           "port",          "users",
+    "services",  "threads",      "op",        "size",           "depth",         "rate_mbps",
+    "prio",      "duration",     "iters",     "connect_window", "drain_timeout", "json",
+    "csv",       "label",        "progress",  "quiet",          "alloc",         "alloc_threshold",
+    "link_gbps", "user_weights", "flows",     "procs",          "matrix",        "blas_threads",
+    "block",     "comm",         "gid_index", "seed",           "verify"};
 const char* const kFlowKeys[] = {"users", "services", "op", "size", "depth", "rate_mbps", "prio"};
 
 }  // namespace
@@ -267,6 +267,10 @@ void apply_toml(Config& cfg, const std::string& text, const std::string& where) 
     toml_get(t, "matrix", cfg.matrix, where);
     toml_get(t, "blas_threads", cfg.blas_threads, where);
     toml_get(t, "block", cfg.block, where);
+    toml_get(t, "comm", cfg.comm, where);
+    toml_get(t, "gid_index", cfg.gid_index, where);
+    toml_get(t, "seed", cfg.seed, where);
+    toml_get(t, "verify", cfg.verify, where);
     if (auto w = t.get("user_weights")) {
         auto arr = w->as_array();
         if (!arr) throw ConfigError(fmt::format("{}: user_weights must be an array", where));
@@ -362,6 +366,11 @@ Config parse_cli(const std::vector<std::string>& args) {
     app.add_option("--matrix", cfg.matrix, "bmr: matrix order M");
     app.add_option("--blas-threads", cfg.blas_threads, "bmr: OpenBLAS threads");
     app.add_option("--block", cfg.block, "bmr: dgemm block above which blocks are cut");
+    app.add_option("--comm", cfg.comm, "bmr: verbs (RDMA WRITE with immediate) | mpi")
+        ->check(CLI::IsMember({"verbs", "mpi"}));
+    app.add_option("--gid-index", cfg.gid_index, "bmr: the GID index (RoCE v2) of the QPs");
+    app.add_option("--seed", cfg.seed, "bmr: seed of the matrices");
+    app.add_flag("--verify,!--no-verify", cfg.verify, "bmr: check C against one dgemm");
     std::vector<const char*> argv;
     for (const auto& a : args) argv.push_back(a.c_str());
     try {
@@ -398,6 +407,9 @@ void check(const Config& cfg) {
             throw ConfigError(fmt::format(
                 "bmr: matrix order {} is not a multiple of the grid side {}", cfg.matrix, r));
         if (cfg.blas_threads == 0) throw ConfigError("bmr: blas_threads must be at least 1");
+        if (cfg.block == 0) throw ConfigError("bmr: block must be at least 1");
+        if (cfg.comm != "verbs" && cfg.comm != "mpi")
+            throw ConfigError(fmt::format("bmr: comm '{}' is not verbs or mpi", cfg.comm));
         return;
     }
     if (cfg.users == 0 || cfg.services == 0)
@@ -468,9 +480,8 @@ FlowSpec flow_spec(const Config& cfg, uint32_t user, uint32_t service) {
 void check_limits(const Config& cfg, const DeviceLimits& lim) {
     uint64_t flows = cfg.flows();
     if (lim.max_qp && flows > lim.max_qp)
-        throw ConfigError(fmt::format(
-            "{} flows need {} QPs but device {} has max_qp {}",
-            flows, flows, lim.name, lim.max_qp));
+        throw ConfigError(fmt::format("{} flows need {} QPs but device {} has max_qp {}", flows,
+                                      flows, lim.name, lim.max_qp));
     if (lim.max_mr && flows > lim.max_mr)
         throw ConfigError(fmt::format("{} flows need {} MRs but device {} has max_mr {}", flows,
                                       flows, lim.name, lim.max_mr));

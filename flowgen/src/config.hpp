@@ -79,6 +79,10 @@ struct Config {
     std::vector<double> user_weights;
     // bmr
     uint32_t procs = 4, matrix = 512, blas_threads = 1, block = 1024;
+    std::string comm = "verbs";  // verbs | mpi (MPI_Ibcast / MPI_Isend+Irecv)
+    uint32_t gid_index = 1;      // RoCE v2 GID of the guest's rxe devices
+    uint64_t seed = 1;
+    bool verify = true;  // rank 0 compares C with one dgemm of the whole matrices
 
     uint32_t flows() const { return users * services; }
 };

@@ -41,6 +41,8 @@ int main(int argc, char** argv) {
             r = run_server(cfg);
         else if (cfg.mode == "client")
             r = run_client(cfg);
+        else if (cfg.mode == "bmr")
+            throw SetupError("mode bmr: run sverbs-bmr under mpirun (docs/flowgen.md)");
         else
             throw SetupError(fmt::format("mode '{}' is not in this build", cfg.mode));
     } catch (const std::exception& e) {

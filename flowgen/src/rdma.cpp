@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <infiniband/mlx5dv.h>
 #include <infiniband/sverbs.h>
 #include <infiniband/verbs.h>
 #include <netdb.h>
@@ -334,7 +335,10 @@ void worker_loop(Worker& w, Shared& sh, const std::vector<Flow>& all) {
                        (sh.iters == 0 || f->posted < sh.iters)) {
                     if (f->ns_per_byte > 0) {
                         if (now < f->next_ns) break;
-                        if (now - f->next_ns > 100'000'000) f->next_ns = now;  // no bursts
+                        if (now - f->next_ns > 100'000'000) {      // no bursts
+                            if (f->next_ns) f->res.pace_resets++;  // 0: the first post
+                            f->next_ns = now;
+                        }
                     }
                     if (!post_one(*f, sh, now)) break;
                 }
@@ -366,6 +370,25 @@ void worker_loop(Worker& w, Shared& sh, const std::vector<Flow>& all) {
         }
     }
     w.done = true;
+}
+
+// mlx5: every flow's QP (in RTS once established) gets its own UDP source
+// port explicitly, the client -> server direction (the server's QPs keep the
+// port the kernel derived from the flow label).  Not run here: no mlx5 device.
+template <class Flows>
+void set_mlx5_sports(Flows& flows, RunResult& r) {
+    const uint32_t salt = std::random_device{}();
+    for (auto& f : flows) {
+        uint16_t port = mlx5_flow_udp_sport(f.index, salt);
+        if (int e = mlx5dv_modify_qp_udp_sport(f.id->qp, port))
+            throw SetupError(fmt::format("flow {}: mlx5dv_modify_qp_udp_sport({}): {}", f.index,
+                                         port, errno_str(e)));
+        f.res.udp_sport = port;
+    }
+    r.sport_rule = fmt::format(
+        "mlx5: set with mlx5dv_modify_qp_udp_sport, 0xc000 | ((flow * 0x2f1b + {}) & 0x3fff) "
+        "(client -> server); RoCE v2 destination port is always 4791",
+        salt);
 }
 
 const char* event_name(rdma_cm_event_type t) {
@@ -617,6 +640,7 @@ RunResult run_client(const Config& cfg) {
     r.sport_rule =
         "rxe: rdma_get_udp_sport(flow_label = (cm_sport * 31 + cm_dport) & 0xfffff, qpn, "
         "peer_qpn); RoCE v2 destination port is always 4791";
+    if (mlx5dv_is_supported(ctx->device)) set_mlx5_sports(flows, r);
 
     // The run.
     Shared sh;

@@ -27,7 +27,7 @@ nlohmann::json lat_json(const Histogram& h) {
 nlohmann::json to_json(const RunResult& r) {
     nlohmann::json j;
     Histogram all;
-    uint64_t bytes = 0, ops = 0, errors = 0;
+    uint64_t bytes = 0, ops = 0, errors = 0, resets = 0;
     std::vector<double> per_flow;
     std::map<uint32_t, double> per_user;
     for (const auto& f : r.flows) {
@@ -35,6 +35,7 @@ nlohmann::json to_json(const RunResult& r) {
         bytes += f.bytes;
         ops += f.ops;
         errors += f.errors;
+        resets += f.pace_resets;
         per_flow.push_back(gbps(f.bytes, r.seconds));
         per_user[f.user] += gbps(f.bytes, r.seconds);
     }
@@ -60,7 +61,12 @@ nlohmann::json to_json(const RunResult& r) {
                   {"gbps", gbps(bytes, r.seconds)},
                   {"mb_per_s", r.seconds > 0 ? bytes / r.seconds / 1e6 : 0},
                   {"mops", r.seconds > 0 ? ops / r.seconds / 1e6 : 0},
+                  {"pace_resets", resets},
                   {"lat", lat_json(all)}};
+    // the merged latency histogram, for plot-run.py's CDF: [upper edge us, count]
+    j["total"]["lat"]["histogram"] = nlohmann::json::array();
+    for (auto [upper, n] : all.buckets())
+        j["total"]["lat"]["histogram"].push_back({upper / 1e3, n});
     j["jain"] = jain_index(per_flow);
     j["jain_users"] = jain_index(users);
     j["memory"] = {{"rss_per_flow_bytes", r.rss_per_flow},
@@ -90,6 +96,7 @@ nlohmann::json to_json(const RunResult& r) {
                              {"ops", f.ops},
                              {"gbps", gbps(f.bytes, r.seconds)},
                              {"errors", f.errors},
+                             {"pace_resets", f.pace_resets},
                              {"lat", lat_json(f.lat)}};
         if (!f.error.empty()) fj["error"] = f.error;
         j["per_flow"].push_back(std::move(fj));

@@ -20,8 +20,9 @@ struct FlowResult {
     uint32_t qpn = 0, peer_qpn = 0;
     uint16_t cm_sport = 0, udp_sport = 0;
     uint64_t bytes = 0, ops = 0, errors = 0;
-    std::string error;  // the first completion error, if any
-    Histogram lat;      // ns, post to completion
+    uint64_t pace_resets = 0;  // open loop: times the schedule was > 100 ms late and restarted
+    std::string error;         // the first completion error, if any
+    Histogram lat;             // ns, post to completion
 };
 
 struct TimePoint {

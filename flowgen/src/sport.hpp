@@ -41,4 +41,12 @@ inline uint16_t rxe_cm_udp_sport(uint16_t cm_sport, uint16_t cm_dport, uint32_t 
     return flow_label_to_udp_sport(fl);
 }
 
+// mlx5: the port sverbs-flowgen sets with mlx5dv_modify_qp_udp_sport() for
+// flow `index` of a run with random `salt`: in the 0xC000-0xFFFF range the
+// kernel uses too, index * an odd number mod 2^14 (distinct for the first
+// 16,384 flows), offset by the salt.
+inline uint16_t mlx5_flow_udp_sport(uint32_t index, uint32_t salt) {
+    return static_cast<uint16_t>(0xc000 | ((index * 0x2f1bu + salt) & 0x3fff));
+}
+
 }  // namespace flowgen

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <map>
 
 namespace flowgen {
 
@@ -51,6 +52,13 @@ uint64_t Histogram::percentile(double q) const {
         if (seen >= rank) return std::min(upper_of(i), max_);
     }
     return max_;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> Histogram::buckets() const {
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    for (size_t i = 0; i < kBuckets; i++)
+        if (b_[i]) out.emplace_back(std::min(upper_of(i), max_), b_[i]);
+    return out;
 }
 
 double jain_index(const std::vector<double>& x) {
@@ -123,6 +131,73 @@ double bmr_x(double n, double m) {
 
 double bmr_overhead(double n, double t_n, double t_serial) {
     return t_serial == 0 ? 0 : (n * t_n - t_serial) / t_serial;
+}
+
+double bmr_x_model(double n, double m) {
+    return (1 + std::log2(n)) / (2 * m);
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+ModelFit fit_bmr(const std::vector<BmrRun>& runs) {
+    ModelFit f;
+    std::map<double, std::vector<double>> serial;                  // M -> T(1)s
+    std::map<std::pair<double, double>, std::vector<double>> par;  // (N, M) -> T(N)s
+    std::vector<double> flops, comm;
+    for (const auto& r : runs) {
+        if (r.n == 1) {
+            serial[r.m].push_back(r.seconds);
+            flops.push_back(r.seconds / (2 * r.m * r.m * r.m));
+        } else {
+            par[{r.n, r.m}].push_back(r.seconds);
+            if (r.t_comm > 0) comm.push_back(r.t_comm);
+        }
+    }
+    f.t_flops = median(flops);
+    f.t_comm = median(comm);
+    f.ratio = f.t_flops > 0 ? f.t_comm / f.t_flops : 0;
+    std::vector<BmrPoint> pts;
+    for (const auto& [key, ts] : par) {
+        auto s = serial.find(key.second);
+        if (s == serial.end()) continue;  // no T(1) at this M: no overhead
+        ModelRow row;
+        row.n = key.first;
+        row.m = key.second;
+        row.t = median(ts);
+        row.t_min = *std::min_element(ts.begin(), ts.end());
+        row.t_max = *std::max_element(ts.begin(), ts.end());
+        row.runs = ts.size();
+        row.t1 = median(s->second);
+        row.overhead = bmr_overhead(row.n, row.t, row.t1);
+        row.x_paper = bmr_x(row.n, row.m);
+        row.x_model = bmr_x_model(row.n, row.m);
+        f.rows.push_back(row);
+        pts.push_back({row.n, row.m, row.t});
+    }
+    f.t_sched = fit_t_sched(pts, f.t_comm, f.t_flops);
+    std::vector<double> xp, yp, xm, ym;
+    for (auto& row : f.rows) {
+        double sched = f.t_flops > 0 ? row.n * row.n * (row.n + 1) * f.t_sched /
+                                           (2 * row.m * row.m * row.m * f.t_flops)
+                                     : 0;
+        row.y_model = row.overhead - sched;
+        xp.push_back(row.x_paper);
+        yp.push_back(row.overhead);
+        xm.push_back(row.x_model);
+        ym.push_back(row.y_model);
+    }
+    f.paper = fit_line(xp, yp);
+    f.model = fit_through_origin(xm, ym);
+    if (f.ratio > 0) {
+        f.paper_err = std::fabs(f.paper.slope - f.ratio) / f.ratio;
+        f.model_err = std::fabs(f.model.slope - f.ratio) / f.ratio;
+    }
+    return f;
 }
 
 }  // namespace flowgen

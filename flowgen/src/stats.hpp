@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace flowgen {
@@ -36,6 +37,8 @@ class Histogram {
     // ceil(q * count)-th smallest value (q in [0, 1]); 0 when empty.  Never
     // above max().
     uint64_t percentile(double q) const;
+    // The non-empty buckets, lowest first: (upper edge, capped at max(); count).
+    std::vector<std::pair<uint64_t, uint64_t>> buckets() const;
 
   private:
     std::vector<uint32_t> b_ = std::vector<uint32_t>(kBuckets);
@@ -66,5 +69,35 @@ double fit_t_sched(const std::vector<BmrPoint>& pts, double t_comm, double t_flo
 // (N T(N) - T(1)) / T(1) with T(1) = 2 M^3 Tf (docs/flowgen.md derives it).
 double bmr_x(double n, double m);
 double bmr_overhead(double n, double t_n, double t_serial);
+// The x under which the model's communication term is slope * x with slope
+// T_comm / T_flops: (1 + log2 N) / (2M) (docs/flowgen.md).
+double bmr_x_model(double n, double m);
+
+double median(std::vector<double> v);
+
+// The model check over a set of BMR runs (sverbs-bmr's JSON):
+//   T_flops = median over the N = 1 runs of T(1) / (2 M^3) (the same dgemm),
+//   T_comm  = median of the runs' per-element WRITE time (N > 1),
+//   per (N > 1, M): T = the median of its runs, overhead (N T - T(1)) / T(1)
+//   with T(1) the median N = 1 time at that M,
+//   T_sched by least squares (fit_t_sched) over those points,
+//   paper: overhead against N (1 + log2 N) / (4M), a line with intercept,
+//   model: overhead minus the fitted T_sched term against (1 + log2 N) / (2M),
+//   through the origin.  The errors are |slope - T_comm/T_flops| / (T_comm/T_flops).
+struct BmrRun {
+    double n = 0, m = 0, seconds = 0, t_comm = 0;
+};
+struct ModelRow {
+    double n = 0, m = 0, t = 0, t_min = 0, t_max = 0, t1 = 0, overhead = 0, x_paper = 0,
+           x_model = 0, y_model = 0;
+    size_t runs = 0;
+};
+struct ModelFit {
+    double t_comm = 0, t_flops = 0, t_sched = 0, ratio = 0;
+    LineFit paper, model;
+    double paper_err = 0, model_err = 0;
+    std::vector<ModelRow> rows;
+};
+ModelFit fit_bmr(const std::vector<BmrRun>& runs);
 
 }  // namespace flowgen

@@ -17,9 +17,11 @@ if ! why=$("$runner" --check 2>&1); then
 	echo "FAIL: cannot start a guest: $why"
 	exit 1
 fi
-export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-900}
+# bmr-model: up to 16 MPI ranks (~40 MiB each) and a long sweep
+case $1 in bmr-model) t=2300 ;; *) t=900 ;; esac
+export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-$t}
 # 4,096 flows: ~50 KiB per flow in each process plus ~100 KiB in the kernel
-[ "$1" = many ] && export SVERBS_VM_MEM=${SVERBS_VM_MEM:-3G}
+case $1 in many | bmr-model) export SVERBS_VM_MEM=${SVERBS_VM_MEM:-3G} ;; esac
 out=$build/flowgen/results/$1
 rm -rf "$out"
 mkdir -p "$out"

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../src/bmr_math.hpp"
 #include "../src/config.hpp"
 #include "../src/sport.hpp"
 #include "../src/stats.hpp"
@@ -91,6 +92,10 @@ void test_hist_percentiles() {
     CU_ASSERT_EQUAL(a.percentile(0.61), 10u);  // rank ceil(3.05) = 4
     CU_ASSERT_EQUAL(a.percentile(1.0), 20u);
     CU_ASSERT(near(a.mean(), 42.0 / 5));
+    // all below 32, so exact: 4 three times, 10, 20
+    auto bk = a.buckets();
+    CU_ASSERT(bk == (std::vector<std::pair<uint64_t, uint64_t>>{{4, 3}, {10, 1}, {20, 1}}));
+    CU_ASSERT(Histogram().buckets().empty());
     // one slow value among many: p99 stays low, p99.9 sees it
     Histogram c;
     c.add(1000, 999);  // bucket [992, 1023]
@@ -339,6 +344,115 @@ void test_sport() {
     CU_ASSERT_EQUAL(calc_flow_label(0x11, 0x2345), calc_flow_label(0x2345, 0x11));
     // 508895 = 0x7C3DF: low 0x03DF, high 0x7C000 >> 14 = 0x1F: 0x3DF ^ 0x1F = 0x3C0 | 0xC000
     CU_ASSERT_EQUAL(rxe_cm_udp_sport(50000, 7471, 17, 18), 0xc3c0);
+    // mlx5: 0xC000 | ((i * 0x2F1B + salt) & 0x3FFF): flow 1, salt 5 -> 0x2F20 | 0xC000 = 0xEF20;
+    // flow 0x1000 salt 0 -> 0x2F1B000 & 0x3FFF = 0x3000 -> 0xF000; distinct for 16,384 flows
+    CU_ASSERT_EQUAL(mlx5_flow_udp_sport(1, 5), 0xef20);
+    CU_ASSERT_EQUAL(mlx5_flow_udp_sport(0x1000, 0), 0xf000);
+    std::vector<bool> seen(65536);
+    unsigned distinct = 0;
+    for (uint32_t i = 0; i < 16384; i++) {
+        uint16_t p = mlx5_flow_udp_sport(i, 12345);
+        if (p >= 0xc000 && !seen[p]) distinct++;
+        seen[p] = true;
+    }
+    CU_ASSERT_EQUAL(distinct, 16384u);
+}
+
+void test_model_check() {
+    // runs made from the model with Ts 1e-6, Tc 1e-8, Tf 1e-9 (T(1) = 2 M^3 Tf,
+    // no communication); N 4 M 100 three times with one outlier (median 595e-6)
+    std::vector<BmrRun> runs = {{1, 100, 2e-3, 0},
+                                {1, 100, 2e-3, 0},
+                                {1, 90, 1.458e-3, 0},
+                                {4, 100, 595e-6, 1e-8},
+                                {4, 100, 595e-6, 1e-8},
+                                {4, 100, 1.0, 3e-8},
+                                {9, 90, bmr_model(9, 90, 1e-6, 1e-8, 1e-9), 1e-8},
+                                {16, 50, 1.0, 1e-8}};  // no N = 1 run at M 50: left out
+    auto f = fit_bmr(runs);
+    CU_ASSERT(near(f.t_flops, 1e-9));  // 2e-3 / 2e6, 1.458e-3 / (2 * 729e3)
+    CU_ASSERT(near(f.t_comm, 1e-8));   // median of 1e-8, 1e-8, 3e-8, 1e-8, 1e-8
+    CU_ASSERT(near(f.ratio, 10));
+    CU_ASSERT_EQUAL(f.rows.size(), 2u);
+    if (f.rows.size() != 2) return;
+    const auto& r = f.rows[0];  // (4, 100): sorted by (N, M)
+    CU_ASSERT(near(r.t, 595e-6));
+    CU_ASSERT(near(r.t_max, 1.0));
+    CU_ASSERT_EQUAL(r.runs, 3u);
+    // (4 * 595e-6 - 2e-3) / 2e-3 = 0.19; x = 4 * 3 / 400 = 0.03; (1 + 2) / 200 = 0.015
+    CU_ASSERT(near(r.overhead, 0.19));
+    CU_ASSERT(near(r.x_paper, 0.03));
+    CU_ASSERT(near(r.x_model, 0.015));
+    // the sched term 16 * 5 * 1e-6 / (2e6 * 1e-9) = 0.04 off: 0.15 = 0.015 * Tc/Tf
+    CU_ASSERT(near(f.t_sched, 1e-6, 1e-6));
+    CU_ASSERT(near(r.y_model, 0.15, 1e-6));
+    CU_ASSERT(near(f.model.slope, 10, 1e-6));
+    CU_ASSERT(f.model_err < 1e-6);
+    // the paper's x: through (0.03, 0.19) and (9 log2(18) / 360, (9 T(9) - 1.458e-3) / 1.458e-3)
+    // = (0.104248, 0.787218): slope 8.04354, 19.6% below Tc/Tf
+    CU_ASSERT(near(f.rows[1].overhead, 0.7872180556, 1e-8));
+    CU_ASSERT(near(f.paper.slope, 8.04354393, 1e-7));
+    CU_ASSERT(near(f.paper_err, 0.195645607, 1e-6));
+    CU_ASSERT(near(median({3, 1, 2}), 2));
+    CU_ASSERT(near(median({4, 1, 2, 3}), 2.5));
+}
+
+// The naive triple loop, C = A B (m x m, row-major).
+std::vector<double> naive_mul(const std::vector<double>& a, const std::vector<double>& b,
+                              uint32_t m) {
+    std::vector<double> c(size_t{m} * m, 0.0);
+    for (uint32_t i = 0; i < m; i++)
+        for (uint32_t k = 0; k < m; k++)
+            for (uint32_t j = 0; j < m; j++) c[i * m + j] += a[i * m + k] * b[k * m + j];
+    return c;
+}
+
+void test_bmr_grid() {
+    // 3 x 3: rank 5 is row 1, column 2; up is (0, 2) = 2, down (2, 2) = 8;
+    // at step 0 row 1 takes A from column 1, step 1 column 2 (rank 5's own), step 2 column 0
+    bmr::Grid g(3, 5);
+    CU_ASSERT_EQUAL(g.row, 1u);
+    CU_ASSERT_EQUAL(g.col, 2u);
+    CU_ASSERT_EQUAL(g.up(), 2u);
+    CU_ASSERT_EQUAL(g.down(), 8u);
+    CU_ASSERT_EQUAL(g.a_col(0), 1u);
+    CU_ASSERT(g.owns_a(1));
+    CU_ASSERT_EQUAL(g.a_col(2), 0u);
+    CU_ASSERT_EQUAL(bmr::Grid(3, 0).up(), 6u);  // row 0 rolls to row 2
+    // tolerance: 2 gamma_m m, gamma_m = m u / (1 - m u); m = 1024: 2 * 1024^2 u / (1 - 1024 u)
+    const double u = 0x1p-53;
+    CU_ASSERT(near(bmr::tolerance(1024, 1, 1), 2.0 * 1024 * 1024 * u / (1 - 1024 * u)));
+    CU_ASSERT(near(bmr::tolerance(10, 2, 0.5), 2.0 * 10 * 10 * u / (1 - 10 * u)));
+    // the elements are in [-1, 1) and the same for the block and the whole matrix
+    auto whole = bmr::make_matrix(3, 0, 12);
+    auto blk = bmr::make_block(3, 0, 12, 4, 2, 1);
+    CU_ASSERT(bmr::max_abs(whole) < 1.0);
+    CU_ASSERT_EQUAL(bmr::max_abs_diff(blk, bmr::get_block(whole, 12, 4, 2, 1)), 0.0);
+    CU_ASSERT(bmr::make_matrix(3, 1, 12) != whole);  // B is not A
+}
+
+void test_bmr_fox() {
+    // [[1 2] [3 4]] [[5 6] [7 8]] = [[19 22] [43 50]]; tile 1 cuts it into 1 x 1 blocks
+    std::vector<double> c(4, 0.0), a = {1, 2, 3, 4}, b = {5, 6, 7, 8};
+    bmr::gemm_acc(a.data(), b.data(), c.data(), 2, 1);
+    CU_ASSERT(c == (std::vector<double>{19, 22, 43, 50}));
+    bmr::gemm_acc(a.data(), b.data(), c.data(), 2, 1024);  // accumulates: C += A B
+    CU_ASSERT(c == (std::vector<double>{38, 44, 86, 100}));
+    // Fox on a 3 x 3 grid (and 2 x 2, and 1 x 1) of 12 x 12 random matrices,
+    // with tiles of 3 and 5 (the last tile smaller), against the triple loop
+    const uint32_t m = 12;
+    auto A = bmr::make_matrix(9, 0, m), B = bmr::make_matrix(9, 1, m);
+    auto ref = naive_mul(A, B, m);
+    const double tol = bmr::tolerance(m, 1, 1);
+    for (uint32_t q : {1u, 2u, 3u})
+        for (uint32_t tile : {3u, 5u, 1024u}) {
+            double e = bmr::max_abs_diff(bmr::fox_in_memory(A, B, m, q, tile), ref);
+            CU_ASSERT(e <= tol);
+        }
+    // the check can fail: one element off by 1e-12 (tol = 2 * 144 u / (1 - 12 u) ~ 3.2e-14)
+    auto off = bmr::fox_in_memory(A, B, m, 3, 5);
+    off[77] += 1e-12;
+    CU_ASSERT(bmr::max_abs_diff(off, ref) > tol);
 }
 
 }  // namespace
@@ -351,6 +465,9 @@ int main() {
     CU_add_test(s, "jain index", test_jain);
     CU_add_test(s, "line fits", test_fits);
     CU_add_test(s, "bmr model and T_sched fit", test_model);
+    CU_add_test(s, "bmr model check over runs", test_model_check);
+    CU_add_test(s, "bmr grid, elements, tolerance", test_bmr_grid);
+    CU_add_test(s, "bmr fox schedule and blocked dgemm", test_bmr_fox);
     CU_add_test(s, "size distributions", test_sizes);
     CU_add_test(s, "flags", test_cli);
     CU_add_test(s, "toml", test_toml);

@@ -3,7 +3,11 @@
 # Soft-RoCE setup: rxe0 on veth0 (10.77.0.1, the client) <-> rxe1 on veth1
 # (10.77.0.2, the server).  Run by run-guest.sh:
 #
-#   cases.sh CASE FLOWGEN OUTDIR     CASE: perftest | many | capture | errors | probe
+#   cases.sh CASE FLOWGEN OUTDIR     CASE: perftest | many | capture | errors | bmr |
+#                                          bmr-model | probe
+#
+# bmr and bmr-model run build/flowgen/sverbs-bmr (next to FLOWGEN) under
+# Open MPI's mpirun in this one guest (ranks on rxe0 and rxe1 alternately).
 #
 # Every case writes its JSON/CSV/pcap into OUTDIR and exits non-zero, saying
 # why, when a check fails.
@@ -33,6 +37,24 @@ stop_server() {
 	wait "$srv" || { cat "$out/server.log"; fail "the server failed"; }
 }
 client() { "$fg" -s $SRV_IP -b $CLI_IP -p $PORT "$@"; }
+bmr=$(dirname "$fg")/sverbs-bmr
+# mpirun NP ARGS...: sverbs-bmr on NP ranks, oversubscribed (2 vCPUs).  MPI
+# itself (bootstrap, QP exchange, gathering) over shared memory; the blocks
+# over verbs, unless ARGS say --comm mpi (then UCX's rc_verbs on rxe0, as in
+# tests/integration/ucx.sh).
+mpi_bmr() {
+	local np=$1
+	shift
+	local pml=(--mca pml ob1 --mca btl self,vader)
+	case " $* " in *" --comm mpi "*)
+		pml=(--mca pml ucx --mca btl self -x UCX_TLS=rc_verbs,ud_verbs,self
+			-x UCX_NET_DEVICES=rxe0:1 -x UCX_IB_GID_INDEX=0) ;;
+	esac
+	local v
+	for v in LD_LIBRARY_PATH SVERBS; do [ -n "${!v:-}" ] && pml+=(-x "$v"); done
+	timeout "${BMR_TIMEOUT:-600}" mpirun --allow-run-as-root --oversubscribe -np "$np" \
+		"${pml[@]}" "$bmr" --device rxe0,rxe1 "$@"
+}
 
 case $case_ in
 probe)
@@ -209,6 +231,51 @@ errors)
 	assert len(open(sys.argv[2]).read().splitlines()) == 5, "CSV rows"
 	print(f"partial results: {j['total']['ops']} ops, reason: {j['abort_reason']}")
 	PYEOF
+	;;
+bmr)
+	# mpirun -np 4: BMR on a 2 x 2 grid, the blocks over verbs, C checked
+	# against one dgemm (sverbs-bmr exits 3 when the error is above the
+	# tolerance); then the same over MPI collectives (UCX on rxe0); then a
+	# grid that is not square fails before starting.
+	[ -x "$bmr" ] || fail "no $bmr (meson found no MPI for C++?)"
+	mpi_bmr 4 --matrix 256 --block 64 --json "$out/bmr-verbs.json" || fail "sverbs-bmr -np 4 (verbs)"
+	mpi_bmr 4 --matrix 256 --block 64 --comm mpi --json "$out/bmr-mpi.json" \
+		|| fail "sverbs-bmr -np 4 (MPI over UCX)"
+	msg=$(mpi_bmr 2 --matrix 256 2>&1)
+	rc=$?
+	echo "-np 2 -> $rc: $msg"
+	[ $rc != 0 ] && grep -q "2 processes do not make a square grid" <<<"$msg" \
+		|| fail "a 2-rank grid did not fail with its message"
+	$PY - "$out/bmr-verbs.json" "$out/bmr-mpi.json" <<-'PYEOF' || exit 1
+	import json, sys
+	for f, comm in zip(sys.argv[1:], ("verbs", "mpi")):
+	    j = json.load(open(f))
+	    assert j["ranks"] == 4 and j["grid"] == 2 and j["comm"] == comm, j
+	    assert j["verified"] and j["max_abs_error"] <= j["tolerance"], j
+	    if comm == "verbs":
+	        assert sorted(set(j["devices"])) == ["rxe0", "rxe1"], j["devices"]
+	        assert j["t_comm_per_element"] > 0, j
+	    print(f"{comm}: {j['seconds']:.3f} s, max abs error {j['max_abs_error']:.3e} "
+	          f"(tolerance {j['tolerance']:.3e}), T_comm {j['t_comm_per_element']:.3e} s/element, "
+	          f"T_flops {j['t_flops_per_flop']:.3e} s/flop, devices {j['devices']}")
+	PYEOF
+	;;
+
+bmr-model)
+	# the model check (docs/flowgen.md): BMR for N in BMR_NS and M in BMR_MS,
+	# BMR_REPS times each (alternated), then flowgen/plot-model.py fits T_sched
+	# and plots the overhead against N (1 + log2 N) / (4M)
+	[ -x "$bmr" ] || fail "no $bmr"
+	for rep in $(seq 1 "${BMR_REPS:-3}"); do
+		for m in ${BMR_MS:-240 480}; do
+			for n in ${BMR_NS:-1 4 9 16}; do
+				mpi_bmr "$n" --matrix "$m" -q --no-verify --json "$out/bmr-n$n-m$m-r$rep.json" \
+					|| fail "sverbs-bmr -np $n --matrix $m"
+				echo "N $n M $m rep $rep: seconds, max wait: $($PY -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['seconds'], j['wait_seconds_max'])" "$out/bmr-n$n-m$m-r$rep.json")"
+			done
+		done
+	done
+	$PY "$(dirname "$0")/../../plot-model.py" --out "$out" "$out"/bmr-*.json || fail "plot-model.py"
 	;;
 *) fail "unknown case $case_" ;;
 esac
