@@ -63,10 +63,14 @@ static void complete_wr(struct sverbs_qp *sqp, uint32_t s,
 	sv_slot_free(sqp, s);
 }
 
-/* How a WR ends when its QP is reset or destroyed. */
+/*
+ * How a WR ends when its QP is reset or destroyed: with the error it
+ * already failed with (a WQE of it failed, or the provider refused it),
+ * else as a flush.
+ */
 static enum ibv_wc_status flush_status(const struct sv_wr *w)
 {
-	return w->refused ? w->status : IBV_WC_WR_FLUSH_ERR;
+	return w->status != IBV_WC_SUCCESS ? w->status : IBV_WC_WR_FLUSH_ERR;
 }
 
 /* A WR flushed by a reset or destroy: its completion, unless no_flush. */

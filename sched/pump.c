@@ -467,8 +467,10 @@ static int adapter_post(struct sverbs_qp *sqp, uint32_t n,
  * that the layer handed over, after the post call of its WR had returned
  * success.  The error would refuse it again forever and stall the QP behind
  * it: the WR completes with IBV_WC_LOC_QP_OP_ERR (vendor_err: the error),
- * signaled or not, through a nop in its place (build_refused()); what it
- * had handed over already still completes first.
+ * signaled or not, through a placeholder in its place (build_refused());
+ * what it had handed over already still completes first.  A WR that had
+ * already failed (a WQE of it completed in error, and its rest is being
+ * handed over to flush) keeps the error it failed with.
  */
 static void refuse(struct sverbs_qp *sqp, uint32_t s, int ret)
 {
@@ -479,11 +481,13 @@ static void refuse(struct sverbs_qp *sqp, uint32_t s, int ret)
 	if (s == SV_NONE)
 		return;
 	w = &sqp->slots[s];
-	if (w->refused || w->status != IBV_WC_SUCCESS)
+	if (w->refused)
 		return;
 	w->refused = true;
-	w->status = IBV_WC_LOC_QP_OP_ERR;
-	w->vendor_err = (uint32_t)ret;
+	if (w->status == IBV_WC_SUCCESS) {
+		w->status = IBV_WC_LOC_QP_OP_ERR;
+		w->vendor_err = (uint32_t)ret;
+	}
 	sqp->refusals++;
 }
 
