@@ -94,12 +94,12 @@ struct mqp {
 	uint32_t nlive, live_cap;
 	struct mwqe *hw; /* a mirror of the fake's send queue */
 	uint64_t hw_posted, hw_retired;
-	uint64_t proven;     /* WQEs below this index retired: the layer polled
-			      * a CQE that says so */
-	int refuse_err;	     /* armed: refuse the next WQE with this errno */
-	bool full_idle;	     /* the provider said "full" (EAGAIN...): if no
-			      * signaled WQE of this QP is in flight, nothing
-			      * will retry it (MK_FULL_IDLE) */
+	uint64_t proven; /* WQEs below this index retired: the layer polled
+			  * a CQE that says so */
+	int refuse_err;	 /* armed: refuse the next WQE with this errno */
+	bool full_idle;	 /* the provider said "full" (EAGAIN...): if no
+			  * signaled WQE of this QP is in flight, nothing
+			  * will retry it (MK_FULL_IDLE) */
 };
 
 struct mdl {
@@ -673,8 +673,7 @@ static void on_wc(const struct ibv_wc *wc)
 			mismatch("qp %u: WR %llu succeeded in hardware, "
 				 "reported as a flush",
 				 q->qp_num, (unsigned long long)w->wr_id);
-		else if (w->hw_err &&
-			 (!w->at_destroy || w->err_early))
+		else if (w->hw_err && (!w->at_destroy || w->err_early))
 			mismatch("qp %u: WR %llu failed with %d, reported as a "
 				 "flush",
 				 q->qp_num, (unsigned long long)w->wr_id,

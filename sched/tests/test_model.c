@@ -30,12 +30,9 @@ static unsigned int parse_known(const char *s)
 		const char *name;
 		unsigned int bit;
 	} names[] = {
-		{ "poll0", MK_POLL0 },
-		{ "uc", MK_UC },
-		{ "resize", MK_RESIZE },
-		{ "qpn-reuse", MK_QPN_REUSE },
-		{ "wrid", MK_WRID },
-		{ "full-idle", MK_FULL_IDLE },
+		{ "poll0", MK_POLL0 },	 { "uc", MK_UC },
+		{ "resize", MK_RESIZE }, { "qpn-reuse", MK_QPN_REUSE },
+		{ "wrid", MK_WRID },	 { "full-idle", MK_FULL_IDLE },
 	};
 	unsigned int bits = 0;
 	size_t i;
