@@ -34,16 +34,21 @@ const struct sv_op_rule sv_op_rules[SV_WR_OPCODES] = {
 	[IBV_WR_ATOMIC_WRITE] = { false, false, false, IBV_WC_ATOMIC_WRITE },
 };
 
-/* Stock's synchronous checks: the same errors, at post time. */
+/*
+ * Stock's synchronous checks: the same errors, at post time.  Which errno a
+ * WR beyond the QP's limits gets is the provider's (sv_limit_err()).
+ */
 static int wr_check(const struct sverbs_qp *sqp, const struct ibv_send_wr *wr)
 {
-	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > sqp->max_sge_app)
+	if (wr->num_sge < 0)
 		return EINVAL;
+	if ((uint32_t)wr->num_sge > sqp->max_sge_app)
+		return sv_limit_err(sqp, SVERBS_LIMIT_SGE, false);
 	if (!sv_op_rule(wr->opcode)->carried)
 		return EINVAL;
 	if ((wr->send_flags & IBV_SEND_INLINE) &&
 	    sv_sge_total(wr->sg_list, wr->num_sge) > sqp->max_inline)
-		return EINVAL;
+		return sv_limit_err(sqp, SVERBS_LIMIT_INLINE, false);
 	/*
 	 * Atomics act on an aligned 8-byte word (IB spec 9.4.5): a WR that
 	 * breaks this would be refused by the provider only when the layer

@@ -31,6 +31,7 @@
 #ifndef SVERBS_QP_INT_H
 #define SVERBS_QP_INT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -361,6 +362,13 @@ static inline uint64_t sv_sge_total(const struct ibv_sge *sge, int n)
 	for (i = 0; i < n; i++)
 		len += sge[i].length;
 	return len;
+}
+
+/* The provider's errno for a WR beyond a limit of the QP. */
+static inline int sv_limit_err(const struct sverbs_qp *sqp,
+			       enum sverbs_wr_limit what, bool wr_api)
+{
+	return sqp->ad->limit_err ? sqp->ad->limit_err(what, wr_api) : EINVAL;
 }
 
 /* admit.c; with the QP lock held */

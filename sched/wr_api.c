@@ -6,9 +6,10 @@
  * it, with wr_id and flags from qpx->wr_id and qpx->wr_flags (priority bits
  * included); wr_set_* fill the latest one.  wr_complete queues them all
  * through the same path as ibv_post_send() and pumps; on any error in the
- * batch (no slot: ENOMEM; too many SGEs, inline data too long, an opcode
- * the QP type cannot carry: EINVAL) it posts nothing and returns the error,
- * as the providers do.
+ * batch (no slot: ENOMEM; too many SGEs, inline data too long: the
+ * provider's errno, see sverbs_adapter.limit_err; an opcode the QP type
+ * cannot carry: EINVAL) it posts nothing and returns the error, as the
+ * providers do.
  *
  * A batch started while the QP is in pass-through (docs/semantics.md) is
  * the provider's own from wr_start to wr_complete: every op goes to the
@@ -338,7 +339,7 @@ static void sv_wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr,
 	if (!w)
 		return;
 	if (!sqp->max_sge_app) {
-		sqp->build_err = EINVAL;
+		sqp->build_err = sv_limit_err(sqp, SVERBS_LIMIT_SGE, true);
 		return;
 	}
 	w->sge[0].lkey = lkey;
@@ -360,7 +361,7 @@ static void sv_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 	if (!w)
 		return;
 	if (num_sge > sqp->max_sge_app) {
-		sqp->build_err = EINVAL;
+		sqp->build_err = sv_limit_err(sqp, SVERBS_LIMIT_SGE, true);
 		return;
 	}
 	if (num_sge)
@@ -384,7 +385,7 @@ static void sv_wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
 	for (i = 0; i < num_buf; i++)
 		len += buf_list[i].length;
 	if (len > sqp->max_inline) {
-		sqp->build_err = EINVAL;
+		sqp->build_err = sv_limit_err(sqp, SVERBS_LIMIT_INLINE, true);
 		return;
 	}
 	len = 0;

@@ -24,6 +24,7 @@ static struct sverbs_config cfg;
 static struct sverbs_cq *scq;
 static struct sverbs_qp *sqp[FK_QPS];
 static uint8_t inline_buf[256];
+static struct ibv_qp_ex fake_qpx;
 
 /* ------------------------------------------------------------ helpers */
 
@@ -622,6 +623,55 @@ static void test_validation(void)
 	teardown();
 }
 
+/*
+ * A WR beyond the QP's limits gets the provider's errno (the adapter's
+ * limit_err), not the layer's own EINVAL: mlx5 says ENOMEM for too many
+ * SGEs and for inline data too long, from post_send and from the ibv_wr_*
+ * builders.
+ */
+static void test_limit_errno(void)
+{
+	struct ibv_qp_ex *qx = &fake_qpx;
+	struct ibv_sge sge[6] = {};
+	struct ibv_send_wr wr = {}, *bad = NULL;
+	struct ibv_data_buf db = { .addr = inline_buf, .length = 65 };
+
+	cfg_default();
+	setup(64);
+	fk->limit_err = ENOMEM;
+	mkqp_type(0, IBV_QPT_RC, 8, 4, 64, false);
+	wr.wr_id = 1;
+	wr.sg_list = sge;
+	wr.num_sge = 5;
+	wr.opcode = IBV_WR_SEND;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], &wr, &bad), ENOMEM);
+	CU_ASSERT_PTR_EQUAL(bad, &wr);
+	wr.num_sge = 1;
+	sge[0].length = 65;
+	sge[0].addr = (uintptr_t)inline_buf;
+	wr.send_flags = IBV_SEND_INLINE;
+	bad = NULL;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], &wr, &bad), ENOMEM);
+	CU_ASSERT_PTR_EQUAL(bad, &wr);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 8);
+	memset(qx, 0, sizeof(*qx));
+	CU_ASSERT_TRUE_FATAL(sverbs_qp_install_wr_ops(
+		sqp[0], qx, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND));
+	ibv_wr_start(qx);
+	qx->wr_id = 2;
+	ibv_wr_send(qx);
+	ibv_wr_set_sge_list(qx, 5, sge);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), ENOMEM);
+	ibv_wr_start(qx);
+	qx->wr_id = 3;
+	ibv_wr_send(qx);
+	ibv_wr_set_inline_data_list(qx, 1, &db);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), ENOMEM);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 8);
+	CU_ASSERT_EQUAL(fk_outstanding(0), 0);
+	teardown();
+}
+
 static void test_qp_types(void)
 {
 	struct ibv_qp_init_attr_ex a = {};
@@ -1083,8 +1133,6 @@ static void test_ex_cq(void)
 }
 
 /* ------------------------------------------------------------ wr_* API */
-
-static struct ibv_qp_ex fake_qpx;
 
 static void test_wr_api(void)
 {
@@ -2799,6 +2847,8 @@ int main(void)
 		{ "depth bound", test_depth_bound },
 		{ "capacity ENOMEM bad_wr", test_capacity },
 		{ "validation EINVAL", test_validation },
+		{ "limits: the provider's errno (mlx5 ENOMEM)",
+		  test_limit_errno },
 		{ "QP types", test_qp_types },
 		{ "one completion per WR", test_one_completion_per_wr },
 		{ "unsignaled", test_unsignaled },
