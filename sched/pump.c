@@ -518,6 +518,7 @@ void sv_call_begin(struct sverbs_qp *sqp)
 {
 	sqp->call_open = true;
 	sqp->call_sync = true;
+	sqp->call_whole = false;
 	sqp->call_seq = sqp->post_seq;
 	sqp->call_bad_seq = UINT64_MAX;
 	sqp->call_err = 0;
@@ -539,6 +540,9 @@ static bool call_refuses(struct sverbs_qp *sqp, uint32_t k, uint32_t n)
 		return false;
 	w = &sqp->slots[q->slot];
 	if (w->refused || w->post_seq < sqp->call_seq)
+		return false;
+	/* all or nothing: once a WR of the batch went, none fails it */
+	if (sqp->call_whole && w->post_seq != sqp->call_seq)
 		return false;
 	for (i = 0; i < k; i++) {
 		s = sv_wqe_at(sqp, sqp->seq_next - n + i)->slot;

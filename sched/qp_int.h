@@ -193,6 +193,8 @@ struct sverbs_qp {
 	 */
 	bool call_open;
 	bool call_sync;	       /* refusals of its WRs still fail the call */
+	bool call_whole;       /* all or nothing (wr_complete): only its
+				* first WR's refusal fails it */
 	uint64_t call_seq;     /* post_seq of its first WR */
 	uint64_t call_bad_seq; /* its first WR refused; UINT64_MAX: none */
 	int call_err;	       /* the error it returns */

@@ -135,6 +135,7 @@ static int sv_wr_complete(struct ibv_qp_ex *qpx)
 		build_drop(sqp);
 	} else {
 		sv_call_begin(sqp);
+		sqp->call_whole = true; /* as the providers' wr_complete */
 		for (s = sqp->build.head; s != SV_NONE; s = next) {
 			next = sqp->slots[s].next;
 			sv_wr_commit(sqp, s);
@@ -142,7 +143,7 @@ static int sv_wr_complete(struct ibv_qp_ex *qpx)
 		sqp->build.head = sqp->build.tail = SV_NONE;
 		sqp->build_cur = SV_NONE;
 		sv_qp_pump(sqp, SV_PUMP_POST);
-		/* a refusal: that WR and the batch's later ones are dropped */
+		/* the provider refused the batch's first WR: nothing went */
 		err = sv_call_end(sqp, &idx);
 	}
 	sv_qp_post_unlock(sqp);

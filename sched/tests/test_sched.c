@@ -1206,6 +1206,62 @@ static void test_wr_api(void)
 	teardown();
 }
 
+/*
+ * ibv_wr_complete is all-or-nothing (mlx5: on an error nothing of the batch
+ * is posted).  The provider refusing the batch's first WR fails the call
+ * with nothing posted; refusing a later one, after earlier WRs of the batch
+ * went to the hardware, cannot fail the call (they cannot be taken back):
+ * the call returns 0, the whole batch is posted, and the refused WR
+ * completes with IBV_WC_LOC_QP_OP_ERR (vendor_err: the errno).
+ */
+static void test_wr_complete_all_or_nothing(void)
+{
+	struct ibv_qp_ex *qx = &fake_qpx;
+	struct ibv_wc wc[16];
+	uint64_t id;
+	int n;
+
+	cfg_default();
+	cfg.slice_always = false;
+	setup(64);
+	mkqp(0, 16, false);
+	memset(qx, 0, sizeof(*qx));
+	CU_ASSERT_TRUE_FATAL(sverbs_qp_install_wr_ops(
+		sqp[0], qx, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND));
+	/* the first WR refused: the error, nothing posted */
+	fk->post_fail_at = 1;
+	fk->post_fail_err = EINVAL;
+	ibv_wr_start(qx);
+	for (id = 1; id <= 3; id++) {
+		qx->wr_id = id;
+		qx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_send(qx);
+		ibv_wr_set_sge(qx, 1, 0x1000, 10);
+	}
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), EINVAL);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 0);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	/* the second refused: 0, all of the batch completes, 5 in error */
+	fk->post_fail_at = 2;
+	fk->post_fail_err = EINVAL;
+	ibv_wr_start(qx);
+	for (id = 4; id <= 6; id++) {
+		qx->wr_id = id;
+		qx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_send(qx);
+		ibv_wr_set_sge(qx, 1, 0x1000, 10);
+	}
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
+	n = drain(0, wc, 16);
+	CU_ASSERT_EQUAL_FATAL(n, 3);
+	CU_ASSERT(wc[0].wr_id == 4 && wc[0].status == IBV_WC_SUCCESS);
+	CU_ASSERT(wc[1].wr_id == 5 && wc[1].status == IBV_WC_LOC_QP_OP_ERR &&
+		  wc[1].vendor_err == EINVAL);
+	CU_ASSERT(wc[2].wr_id == 6 && wc[2].status == IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	teardown();
+}
+
 /* ------------------------------------------------------------ adaptive */
 
 static uint64_t fake_now;
@@ -2847,6 +2903,8 @@ int main(void)
 		{ "depth bound", test_depth_bound },
 		{ "capacity ENOMEM bad_wr", test_capacity },
 		{ "validation EINVAL", test_validation },
+		{ "wr_complete is all-or-nothing",
+		  test_wr_complete_all_or_nothing },
 		{ "limits: the provider's errno (mlx5 ENOMEM)",
 		  test_limit_errno },
 		{ "QP types", test_qp_types },
