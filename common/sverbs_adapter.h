@@ -11,6 +11,12 @@
 #include <infiniband/verbs.h>
 #include <stdbool.h>
 
+/* A WR beyond a limit of its QP (see sverbs_adapter.limit_err). */
+enum sverbs_wr_limit {
+	SVERBS_LIMIT_SGE,    /* more SGEs than max_send_sge */
+	SVERBS_LIMIT_INLINE, /* more inline data than max_inline_data */
+};
+
 enum sverbs_log_level {
 	SVERBS_LOG_ERR = 1,
 	SVERBS_LOG_WARN = 2,
@@ -53,6 +59,15 @@ struct sverbs_adapter {
 	 * lockless poll on another thread may be reading).  NULL: never.
 	 */
 	bool (*cq_lockless)(struct ibv_cq *cq);
+	/*
+	 * The errno the provider gives a WR beyond a limit of its QP: from
+	 * post_send, or (wr_api) from an ibv_wr_* builder, returned by
+	 * ibv_wr_complete.  The layer queues WRs and hands them over later, so
+	 * it checks the limits itself at post time and returns what stock
+	 * would (mlx5: ENOMEM; rxe: EINVAL from post_send, ENOSPC from its
+	 * builders).  NULL: EINVAL.
+	 */
+	int (*limit_err)(enum sverbs_wr_limit what, bool wr_api);
 };
 
 #endif /* SVERBS_ADAPTER_H */

@@ -6,9 +6,10 @@
  * it, with wr_id and flags from qpx->wr_id and qpx->wr_flags (priority bits
  * included); wr_set_* fill the latest one.  wr_complete queues them all
  * through the same path as ibv_post_send() and pumps; on any error in the
- * batch (no slot: ENOMEM; too many SGEs, inline data too long, an opcode
- * the QP type cannot carry: EINVAL) it posts nothing and returns the error,
- * as the providers do.
+ * batch (no slot: ENOMEM; too many SGEs, inline data too long: the
+ * provider's errno, see sverbs_adapter.limit_err; an opcode the QP type
+ * cannot carry: EINVAL) it posts nothing and returns the error, as the
+ * providers do.
  *
  * A batch started while the QP is in pass-through (docs/semantics.md) is
  * the provider's own from wr_start to wr_complete: every op goes to the
@@ -23,11 +24,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "sched_int.h"
-
-#define SV_UNCARRIED_OPS                             \
-	(IBV_QP_EX_WITH_TSO | IBV_QP_EX_WITH_FLUSH | \
-	 IBV_QP_EX_WITH_ATOMIC_WRITE)
+#include "qp_int.h"
 
 static struct sverbs_qp *to_sqp(struct ibv_qp_ex *qpx)
 {
@@ -138,6 +135,7 @@ static int sv_wr_complete(struct ibv_qp_ex *qpx)
 		build_drop(sqp);
 	} else {
 		sv_call_begin(sqp);
+		sqp->call_whole = true; /* as the providers' wr_complete */
 		for (s = sqp->build.head; s != SV_NONE; s = next) {
 			next = sqp->slots[s].next;
 			sv_wr_commit(sqp, s);
@@ -145,7 +143,7 @@ static int sv_wr_complete(struct ibv_qp_ex *qpx)
 		sqp->build.head = sqp->build.tail = SV_NONE;
 		sqp->build_cur = SV_NONE;
 		sv_qp_pump(sqp, SV_PUMP_POST);
-		/* a refusal: that WR and the batch's later ones are dropped */
+		/* the provider refused the batch's first WR: nothing went */
 		err = sv_call_end(sqp, &idx);
 	}
 	sv_qp_post_unlock(sqp);
@@ -342,7 +340,7 @@ static void sv_wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr,
 	if (!w)
 		return;
 	if (!sqp->max_sge_app) {
-		sqp->build_err = EINVAL;
+		sqp->build_err = sv_limit_err(sqp, SVERBS_LIMIT_SGE, true);
 		return;
 	}
 	w->sge[0].lkey = lkey;
@@ -364,7 +362,7 @@ static void sv_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 	if (!w)
 		return;
 	if (num_sge > sqp->max_sge_app) {
-		sqp->build_err = EINVAL;
+		sqp->build_err = sv_limit_err(sqp, SVERBS_LIMIT_SGE, true);
 		return;
 	}
 	if (num_sge)
@@ -388,7 +386,7 @@ static void sv_wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
 	for (i = 0; i < num_buf; i++)
 		len += buf_list[i].length;
 	if (len > sqp->max_inline) {
-		sqp->build_err = EINVAL;
+		sqp->build_err = sv_limit_err(sqp, SVERBS_LIMIT_INLINE, true);
 		return;
 	}
 	len = 0;
@@ -442,7 +440,7 @@ static void sv_wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
 bool sverbs_qp_install_wr_ops(struct sverbs_qp *sqp, struct ibv_qp_ex *qpx,
 			      uint64_t send_ops_flags)
 {
-	if (send_ops_flags & SV_UNCARRIED_OPS)
+	if (send_ops_flags & SV_UNCARRIED_SEND_OPS)
 		return false;
 	if (!sv_objmap_insert(qpx, sqp))
 		return false;

@@ -5,6 +5,9 @@
 #
 #   scripts/sanitize.sh            both: build-asan/ and build-tsan/
 #   scripts/sanitize.sh asan|tsan  one of them
+#   --out DIR                      build in DIR/asan, DIR/tsan instead
+#   --short                        CI (meson test sanitize-short): the
+#                                  randomized test's long run has 10^5 WRs
 #   SVERBS_PREFIX=...              the rdma-core prefix whose headers to use
 #                                  (default build/prefix, made by setup.sh)
 #
@@ -20,7 +23,18 @@ cd "$ROOT"
 PREFIX=${SVERBS_PREFIX:-$ROOT/build/prefix}
 [ -r "$PREFIX/include/infiniband/verbs.h" ] ||
 	{ echo "sanitize: no $PREFIX/include/infiniband/verbs.h (run scripts/setup.sh first, or set SVERBS_PREFIX)" >&2; exit 1; }
-WHICH=${1:-all}
+WHICH=all
+ASAN_DIR=build-asan
+TSAN_DIR=build-tsan
+MODEL_WRS=1000000
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--out) ASAN_DIR=$2/asan; TSAN_DIR=$2/tsan; shift 2 ;;
+	--short) MODEL_WRS=100000; shift ;;
+	asan | tsan | all) WHICH=$1; shift ;;
+	*) echo "sanitize: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
 rc=0
 
 setup() { # dir sanitizers
@@ -34,20 +48,20 @@ setup() { # dir sanitizers
 }
 
 if [ "$WHICH" = all ] || [ "$WHICH" = asan ]; then
-	setup build-asan address,undefined
-	meson compile -C build-asan test_sched test_batch test_config test_model test_mt
+	setup "$ASAN_DIR" address,undefined
+	meson compile -C "$ASAN_DIR" test_sched test_batch test_config test_model test_mt
 	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-	meson test -C build-asan --no-rebuild --print-errorlogs --num-processes 1 \
+	meson test -C "$ASAN_DIR" --no-rebuild --print-errorlogs --num-processes 1 \
 		sched batch config model mt || rc=1
-	echo "sanitize: asan: the randomized test, 10^6 WRs"
-	build-asan/sched/tests/test_model --wrs-total 1000000 --wrs 5000 || rc=1
+	echo "sanitize: asan: the randomized test, $MODEL_WRS WRs"
+	"$ASAN_DIR"/sched/tests/test_model --wrs-total "$MODEL_WRS" --wrs 5000 || rc=1
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = tsan ]; then
-	setup build-tsan thread
-	meson compile -C build-tsan test_mt
+	setup "$TSAN_DIR" thread
+	meson compile -C "$TSAN_DIR" test_mt
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-		meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 1 mt || rc=1
+		meson test -C "$TSAN_DIR" --no-rebuild --print-errorlogs --num-processes 1 mt || rc=1
 fi
 [ $rc = 0 ] && echo "sanitize: clean" || echo "sanitize: FAILED"
 exit $rc

@@ -70,7 +70,7 @@ int null_resize(ibv_cq*, int) {
 void null_log(ibv_context*, sverbs_log_level, const char*) {}
 
 const sverbs_adapter null_adapter = {
-    "null", null_post_send, null_poll_cq, null_arm, null_resize, null_log, nullptr, nullptr,
+    "null", null_post_send, null_poll_cq, null_arm, null_resize, null_log, nullptr, nullptr, nullptr,
 };
 
 // How a WR goes down: straight to the null provider, or through the layer.

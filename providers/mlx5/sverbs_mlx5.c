@@ -59,11 +59,24 @@ static bool mlx5_sv_cq_lockless(struct ibv_cq *ibcq)
 	return !to_mcq(ibcq)->lock.need_lock;
 }
 
+/*
+ * _mlx5_post_send(): more SGEs than sq.max_gs (max_send_sge) or inline data
+ * beyond max_inline_data: ENOMEM; the wr_set_sge_list / wr_set_inline_data
+ * builders say ENOMEM too.
+ */
+static int mlx5_sv_limit_err(enum sverbs_wr_limit what, bool wr_api)
+{
+	(void)what;
+	(void)wr_api;
+	return ENOMEM;
+}
+
 static const struct sverbs_adapter mlx5_adapter = {
 	.name = "mlx5",
 	.post_send = mlx5_post_send,
 	.sq_full = mlx5_sv_sq_full,
 	.cq_lockless = mlx5_sv_cq_lockless,
+	.limit_err = mlx5_sv_limit_err,
 	.poll_cq = mlx5_sv_stock_poll_cq,
 	.req_notify_cq = mlx5_arm_cq,
 	.resize_cq = mlx5_resize_cq,

@@ -30,10 +30,21 @@ static bool rxe_sv_sq_full(struct ibv_qp *qp, int err,
 	return bad && err == ENOMEM;
 }
 
+/*
+ * validate_send_wr() (rxe_post_send): too many SGEs, inline data too long:
+ * EINVAL; the wr_set_sge_list / wr_set_inline_data builders: ENOSPC.
+ */
+static int rxe_sv_limit_err(enum sverbs_wr_limit what, bool wr_api)
+{
+	(void)what;
+	return wr_api ? ENOSPC : EINVAL;
+}
+
 static const struct sverbs_adapter rxe_adapter = {
 	.name = "rxe",
 	.post_send = rxe_post_send,
 	.sq_full = rxe_sv_sq_full,
+	.limit_err = rxe_sv_limit_err,
 	.poll_cq = rxe_poll_cq,
 	.req_notify_cq = ibv_cmd_req_notify_cq,
 	.resize_cq = rxe_resize_cq,

@@ -257,6 +257,14 @@ static bool fk_cq_lockless(struct ibv_cq *cq)
 	return fk->cq_lockless;
 }
 
+/* What the fake provider says for a WR beyond a limit (mlx5-like when set). */
+static int fk_limit_err(enum sverbs_wr_limit what, bool wr_api)
+{
+	(void)what;
+	(void)wr_api;
+	return fk->limit_err ? fk->limit_err : EINVAL;
+}
+
 static void fk_log(struct ibv_context *ctx, enum sverbs_log_level level,
 		   const char *msg)
 {
@@ -270,6 +278,7 @@ const struct sverbs_adapter fk_adapter = {
 	.post_send = fk_post_send,
 	.sq_full = fk_sq_full,
 	.cq_lockless = fk_cq_lockless,
+	.limit_err = fk_limit_err,
 	.poll_cq = fk_poll_cq,
 	.req_notify_cq = fk_req_notify_cq,
 	.resize_cq = fk_resize_cq,

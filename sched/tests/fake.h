@@ -13,7 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sched_int.h"
+#include "cq_int.h"
+#include "qp_int.h"
 
 #define FK_QPS	8
 #define FK_HIST 8192
@@ -60,6 +61,7 @@ struct fk {
 	int resize_calls;
 	bool resize_fails;
 	bool cq_lockless; /* the provider polls the CQ without a lock */
+	int limit_err; /* errno for a WR beyond the QP's limits (0: EINVAL) */
 	bool flush_signaled_only;
 	int post_fail_at;  /* >0: fail the post_send of WQE number n (ENOMEM) */
 	int post_fail_err; /* set: fail it once, with this error instead */

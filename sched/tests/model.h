@@ -41,25 +41,16 @@
 /* Known layer defects (issue 16, part 1) the driver can provoke; off by
  * default until their fixes land (see docs in model_run.c). */
 enum model_known {
-	MK_POLL0 = 1 << 0,	 /* check: poll 0 while an app CQE is pending */
-	MK_UC = 1 << 1,		 /* UC QPs among the random ones */
-	MK_RESIZE = 1 << 2,	 /* the application resizes its CQ (stock op) */
-	MK_QPN_REUSE = 1 << 3,	 /* a destroyed QP's number comes back while
-				  * its late CQEs are in the CQ */
-	MK_WRID = 1 << 4,	 /* application wr_ids in the internal range */
-	MK_ERR_DESTROY = 1 << 5, /* check: a WR whose WQE failed keeps its
-				  * status when its QP is destroyed before
-				  * the WR's last WQE retired (found by this
-				  * model: sched/qp.c flush_status()) */
-	MK_FULL_IDLE = 1 << 6,	 /* check: WRs complete after the provider
-				  * refused a WQE as "full" (ENOMEM, EAGAIN,
-				  * EBUSY) while nothing of the QP was in
-				  * flight (found by fuzz_wr: they stall) */
-	/* check: a WR whose WQE failed and whose rest the provider then
-	 * refuses (EOPNOTSUPP...) completes, and the WRs behind it (found by
-	 * fuzz_wr: sched/qp.c refuse() skips a failed WR; they stall until
-	 * destroy) */
-	MK_REFUSE_FAILED = 1 << 7,
+	MK_POLL0 = 1 << 0,     /* check: poll 0 while an app CQE is pending */
+	MK_UC = 1 << 1,	       /* UC QPs among the random ones */
+	MK_RESIZE = 1 << 2,    /* the application resizes its CQ (stock op) */
+	MK_QPN_REUSE = 1 << 3, /* a destroyed QP's number comes back while
+				* its late CQEs are in the CQ */
+	MK_WRID = 1 << 4,      /* application wr_ids in the internal range */
+	MK_FULL_IDLE = 1 << 6, /* check: WRs complete after the provider
+				* refused a WQE as "full" (ENOMEM, EAGAIN,
+				* EBUSY) while nothing of the QP was in
+				* flight (found by fuzz_wr: they stall) */
 };
 
 struct model_opts {

@@ -60,6 +60,8 @@ struct mwr {
 	bool deliverable; /* its success CQE is in the CQ */
 	bool after_err;	  /* posted to a QP in error */
 	bool at_destroy;  /* outstanding when its QP was destroyed */
+	bool err_early;	  /* it failed before its QP's destroy began (the
+			   * layer sees the error: it keeps its status) */
 	bool retired;	  /* unsignaled: a later completion proved it done */
 	bool pt_posted;	  /* handed over while its QP may have been in
 			   * pass-through: unknown to the layer */
@@ -92,14 +94,12 @@ struct mqp {
 	uint32_t nlive, live_cap;
 	struct mwqe *hw; /* a mirror of the fake's send queue */
 	uint64_t hw_posted, hw_retired;
-	uint64_t proven;     /* WQEs below this index retired: the layer polled
-			      * a CQE that says so */
-	int refuse_err;	     /* armed: refuse the next WQE with this errno */
-	bool refused_failed; /* the provider refused (any errno) a WR that
-			      * had already failed (MK_REFUSE_FAILED) */
-	bool full_idle;	     /* the provider said "full" (EAGAIN...): if no
-			      * signaled WQE of this QP is in flight, nothing
-			      * will retry it (MK_FULL_IDLE) */
+	uint64_t proven; /* WQEs below this index retired: the layer polled
+			  * a CQE that says so */
+	int refuse_err;	 /* armed: refuse the next WQE with this errno */
+	bool full_idle;	 /* the provider said "full" (EAGAIN...): if no
+			  * signaled WQE of this QP is in flight, nothing
+			  * will retry it (MK_FULL_IDLE) */
 };
 
 struct mdl {
@@ -386,7 +386,8 @@ static void wqe_check(struct mqp *q, const struct fk_wqe *fw, uint32_t wi)
 		mismatch("qp %u: WR %llu reached the hardware after post_send "
 			 "refused it",
 			 q->qp_num, (unsigned long long)w->wr_id);
-	if (c->send_flags & SVERBS_PRIO_MASK)
+	/* an unmanaged QP (UC...) is stock: its WRs keep their bits */
+	if (q->managed && (c->send_flags & SVERBS_PRIO_MASK))
 		mismatch("qp %u: priority bits reached the provider",
 			 q->qp_num);
 	if (off + bytes > w->len || (w->final_posted && !q->err)) {
@@ -566,8 +567,6 @@ static int mdl_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			w = wr_at(tag - 1);
 		if ((err == ENOMEM || err == EAGAIN || err == EBUSY) && q)
 			q->full_idle = true;
-		if (w && w->hw_err && q)
-			q->refused_failed = true;
 		if (w && err == ENOMEM)
 			w->refused_full = true;
 		else if (w) {
@@ -674,8 +673,7 @@ static void on_wc(const struct ibv_wc *wc)
 			mismatch("qp %u: WR %llu succeeded in hardware, "
 				 "reported as a flush",
 				 q->qp_num, (unsigned long long)w->wr_id);
-		else if (w->hw_err &&
-			 (!w->at_destroy || (M->known & MK_ERR_DESTROY)))
+		else if (w->hw_err && (!w->at_destroy || w->err_early))
 			mismatch("qp %u: WR %llu failed with %d, reported as a "
 				 "flush",
 				 q->qp_num, (unsigned long long)w->wr_id,
@@ -872,6 +870,7 @@ static void qp_destroy(struct mqp *q)
 
 		if (w->st == W_ACCEPTED && !w->reported && !w->hw_done)
 			w->at_destroy = true;
+		w->err_early = w->hw_err;
 	}
 	pthread_mutex_unlock(&M->lock);
 	if (q->managed)
@@ -1323,9 +1322,6 @@ static void final_check(void)
 			continue;
 		/* known (MK_FULL_IDLE): nothing retries the queue then */
 		if (q->full_idle && !w->hw_done && !(M->known & MK_FULL_IDLE))
-			continue;
-		if (q->refused_failed && !w->hw_done &&
-		    !(M->known & MK_REFUSE_FAILED))
 			continue;
 		if (w->signaled) {
 			/* stock: destroy discards what pass-through posted */

@@ -24,6 +24,7 @@ static struct sverbs_config cfg;
 static struct sverbs_cq *scq;
 static struct sverbs_qp *sqp[FK_QPS];
 static uint8_t inline_buf[256];
+static struct ibv_qp_ex fake_qpx;
 
 /* ------------------------------------------------------------ helpers */
 
@@ -622,6 +623,55 @@ static void test_validation(void)
 	teardown();
 }
 
+/*
+ * A WR beyond the QP's limits gets the provider's errno (the adapter's
+ * limit_err), not the layer's own EINVAL: mlx5 says ENOMEM for too many
+ * SGEs and for inline data too long, from post_send and from the ibv_wr_*
+ * builders.
+ */
+static void test_limit_errno(void)
+{
+	struct ibv_qp_ex *qx = &fake_qpx;
+	struct ibv_sge sge[6] = {};
+	struct ibv_send_wr wr = {}, *bad = NULL;
+	struct ibv_data_buf db = { .addr = inline_buf, .length = 65 };
+
+	cfg_default();
+	setup(64);
+	fk->limit_err = ENOMEM;
+	mkqp_type(0, IBV_QPT_RC, 8, 4, 64, false);
+	wr.wr_id = 1;
+	wr.sg_list = sge;
+	wr.num_sge = 5;
+	wr.opcode = IBV_WR_SEND;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], &wr, &bad), ENOMEM);
+	CU_ASSERT_PTR_EQUAL(bad, &wr);
+	wr.num_sge = 1;
+	sge[0].length = 65;
+	sge[0].addr = (uintptr_t)inline_buf;
+	wr.send_flags = IBV_SEND_INLINE;
+	bad = NULL;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], &wr, &bad), ENOMEM);
+	CU_ASSERT_PTR_EQUAL(bad, &wr);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 8);
+	memset(qx, 0, sizeof(*qx));
+	CU_ASSERT_TRUE_FATAL(sverbs_qp_install_wr_ops(
+		sqp[0], qx, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND));
+	ibv_wr_start(qx);
+	qx->wr_id = 2;
+	ibv_wr_send(qx);
+	ibv_wr_set_sge_list(qx, 5, sge);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), ENOMEM);
+	ibv_wr_start(qx);
+	qx->wr_id = 3;
+	ibv_wr_send(qx);
+	ibv_wr_set_inline_data_list(qx, 1, &db);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), ENOMEM);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 8);
+	CU_ASSERT_EQUAL(fk_outstanding(0), 0);
+	teardown();
+}
+
 static void test_qp_types(void)
 {
 	struct ibv_qp_init_attr_ex a = {};
@@ -1084,8 +1134,6 @@ static void test_ex_cq(void)
 
 /* ------------------------------------------------------------ wr_* API */
 
-static struct ibv_qp_ex fake_qpx;
-
 static void test_wr_api(void)
 {
 	struct ibv_qp_ex *qx = &fake_qpx;
@@ -1154,6 +1202,62 @@ static void test_wr_api(void)
 		ibv_wr_set_sge(qx, 1, 0x1000, 10);
 	}
 	CU_ASSERT_EQUAL(ibv_wr_complete(qx), ENOMEM);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	teardown();
+}
+
+/*
+ * ibv_wr_complete is all-or-nothing (mlx5: on an error nothing of the batch
+ * is posted).  The provider refusing the batch's first WR fails the call
+ * with nothing posted; refusing a later one, after earlier WRs of the batch
+ * went to the hardware, cannot fail the call (they cannot be taken back):
+ * the call returns 0, the whole batch is posted, and the refused WR
+ * completes with IBV_WC_LOC_QP_OP_ERR (vendor_err: the errno).
+ */
+static void test_wr_complete_all_or_nothing(void)
+{
+	struct ibv_qp_ex *qx = &fake_qpx;
+	struct ibv_wc wc[16];
+	uint64_t id;
+	int n;
+
+	cfg_default();
+	cfg.slice_always = false;
+	setup(64);
+	mkqp(0, 16, false);
+	memset(qx, 0, sizeof(*qx));
+	CU_ASSERT_TRUE_FATAL(sverbs_qp_install_wr_ops(
+		sqp[0], qx, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND));
+	/* the first WR refused: the error, nothing posted */
+	fk->post_fail_at = 1;
+	fk->post_fail_err = EINVAL;
+	ibv_wr_start(qx);
+	for (id = 1; id <= 3; id++) {
+		qx->wr_id = id;
+		qx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_send(qx);
+		ibv_wr_set_sge(qx, 1, 0x1000, 10);
+	}
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), EINVAL);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 0);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	/* the second refused: 0, all of the batch completes, 5 in error */
+	fk->post_fail_at = 2;
+	fk->post_fail_err = EINVAL;
+	ibv_wr_start(qx);
+	for (id = 4; id <= 6; id++) {
+		qx->wr_id = id;
+		qx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_send(qx);
+		ibv_wr_set_sge(qx, 1, 0x1000, 10);
+	}
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
+	n = drain(0, wc, 16);
+	CU_ASSERT_EQUAL_FATAL(n, 3);
+	CU_ASSERT(wc[0].wr_id == 4 && wc[0].status == IBV_WC_SUCCESS);
+	CU_ASSERT(wc[1].wr_id == 5 && wc[1].status == IBV_WC_LOC_QP_OP_ERR &&
+		  wc[1].vendor_err == EINVAL);
+	CU_ASSERT(wc[2].wr_id == 6 && wc[2].status == IBV_WC_SUCCESS);
 	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
 	teardown();
 }
@@ -1893,12 +1997,12 @@ static void test_pt_untouched(void)
 	sverbs_qp_get_stats(sqp[0], &st);
 	CU_ASSERT(st.flags & SVERBS_QP_STATS_PASSTHROUGH);
 	CU_ASSERT(st.wrs == 0 && st.wqes == 0);
-	mark = scq->mark;
+	mark = scq->poll_gen;
 	fk_complete(0, -1);
 	n = poll_all(wc, 32);
 	CU_ASSERT(n == 1 && wc[0].wr_id == 12 &&
 		  wc[0].status == IBV_WC_SUCCESS);
-	CU_ASSERT_EQUAL(scq->mark, mark); /* the fast path: no poll round */
+	CU_ASSERT_EQUAL(scq->poll_gen, mark); /* the fast path: no poll round */
 	db = fk->notify_calls;
 	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
 	CU_ASSERT_EQUAL(fk->notify_calls, db + 1);
@@ -1930,7 +2034,7 @@ static void test_pt_leave(void)
 			0);
 	CU_ASSERT_FALSE(atomic_load(&sqp[0]->pt));
 	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 1);
-	CU_ASSERT_TRUE(sqp[0]->pt_tail);
+	CU_ASSERT_TRUE(sqp[0]->pt_inflight);
 	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 5);
 	w = fk_wqe(0, 4);
 	CU_ASSERT(sv_qp_owns(sqp[0], w->wr.wr_id));
@@ -1945,7 +2049,7 @@ static void test_pt_leave(void)
 	fk_complete(0, 1);
 	n = poll_all(wc, 32);
 	CU_ASSERT_EQUAL(n, 0);
-	CU_ASSERT_FALSE(sqp[0]->pt_tail);
+	CU_ASSERT_FALSE(sqp[0]->pt_inflight);
 	CU_ASSERT(fk->sq[0].posted > 5);
 	n = drain(0, wc, 32);
 	check_no_internal(wc, n);
@@ -2099,7 +2203,7 @@ static void test_pt_config(void)
 	sverbs_qp_destroy_pre(sqp[5]);
 	sverbs_qp_destroy_post(sqp[5], 0);
 	sqp[5] = NULL;
-	CU_ASSERT_EQUAL(scq->ngraves, 0);
+	CU_ASSERT_EQUAL(scq->nstale, 0);
 	CU_ASSERT_FALSE(atomic_load(&scq->backlog));
 	/* destroying the others brings the CQ back to the fast path */
 	sverbs_qp_destroy_pre(sqp[1]);
@@ -2231,7 +2335,7 @@ static void test_pt_random(void)
 			fk_complete(q, rand_r(&seed) % 4);
 		}
 		poll_tally(count);
-		if (sqp[0]->queued && !sqp[0]->pt_tail)
+		if (sqp[0]->queued && !sqp[0]->pt_inflight)
 			CU_ASSERT(sqp[0]->inflight_sig > 0 || sqp[0]->hr_wait);
 	}
 	for (q = 0; q < 2; q++) {
@@ -2534,7 +2638,7 @@ static void test_rollback_no_stall(void)
 	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_SEND, 8,
 			     SVERBS_PRIO(2) | IBV_SEND_SIGNALED),
 			0);
-	CU_ASSERT(sqp[0]->pt_tail && sqp[0]->inflight_wqes == 1);
+	CU_ASSERT(sqp[0]->pt_inflight && sqp[0]->inflight_wqes == 1);
 	/* another thread's pass-through post, begun before the change */
 	memset(raw, 0, sizeof(raw));
 	for (i = 0; i < 7; i++) {
@@ -2613,7 +2717,7 @@ static void test_uc_stock(void)
  * completions) expires once the raw CQ has been polled empty after the
  * destroy, and the CQ goes back to its fast path.  It never expired.
  */
-static void test_grave_expires(void)
+static void test_stale_expires(void)
 {
 	struct ibv_wc wc[8];
 
@@ -2628,7 +2732,7 @@ static void test_grave_expires(void)
 	CU_ASSERT_EQUAL(poll_all(wc, 8), 1); /* WR 1 flushed by the destroy */
 	CU_ASSERT(wc[0].wr_id == 1 && wc[0].status == IBV_WC_WR_FLUSH_ERR);
 	CU_ASSERT_EQUAL(fk->cq_n, 0);
-	CU_ASSERT_EQUAL(scq->ngraves, 0);
+	CU_ASSERT_EQUAL(scq->nstale, 0);
 	CU_ASSERT_FALSE(atomic_load(&scq->backlog));
 	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 0);
 	teardown();
@@ -2799,6 +2903,10 @@ int main(void)
 		{ "depth bound", test_depth_bound },
 		{ "capacity ENOMEM bad_wr", test_capacity },
 		{ "validation EINVAL", test_validation },
+		{ "wr_complete is all-or-nothing",
+		  test_wr_complete_all_or_nothing },
+		{ "limits: the provider's errno (mlx5 ENOMEM)",
+		  test_limit_errno },
 		{ "QP types", test_qp_types },
 		{ "one completion per WR", test_one_completion_per_wr },
 		{ "unsignaled", test_unsignaled },
@@ -2855,7 +2963,7 @@ int main(void)
 		  test_doorbell_error_then_rts },
 		{ "16.3 no stall after a rollback", test_rollback_no_stall },
 		{ "16.4 UC QPs stay stock, never sliced", test_uc_stock },
-		{ "16.7 a destroyed QP's record expires", test_grave_expires },
+		{ "16.7 a destroyed QP's record expires", test_stale_expires },
 		{ "16.7 QP number reuse with stale CQEs",
 		  test_qpn_reuse_stale },
 		{ "16.8 size policy: peer-visible WRs never overtake",

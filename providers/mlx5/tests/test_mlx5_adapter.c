@@ -626,6 +626,45 @@ static void test_not_rts_refused(void)
 	teardown();
 }
 
+/*
+ * A WR beyond the QP's limits (more SGEs than max_send_sge, more inline data
+ * than max_inline_data) fails the post with the errno stock mlx5_post_send
+ * gives the same WR (ENOMEM), bad_wr at it, nothing written.
+ */
+static void test_limits_stock_errno(void)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_sge sge[MAX_SGE + 1];
+	static uint8_t data[MAX_INLINE + 1];
+	int i, stock;
+
+	setup(false, false);
+	reset_rec();
+	mkwr(&wr, &sge[0], 1, IBV_WR_SEND, 64, IBV_SEND_SIGNALED);
+	for (i = 1; i <= MAX_SGE; i++)
+		sge[i] = sge[0];
+	wr.num_sge = MAX_SGE + 1;
+	rec.fails = 1;
+	stock = __real_mlx5_post_send(&f.qp->verbs_qp.qp, &wr, &bad);
+	rec.fails = 0;
+	CU_ASSERT_EQUAL(stock, ENOMEM);
+	bad = NULL;
+	CU_ASSERT_EQUAL(sverbs_post_send(f.qp->sv, &wr, &bad), stock);
+	CU_ASSERT_PTR_EQUAL(bad, &wr);
+	wr.num_sge = 1;
+	sge[0].addr = (uintptr_t)data;
+	sge[0].length = MAX_INLINE + 1;
+	wr.send_flags |= IBV_SEND_INLINE;
+	stock = __real_mlx5_post_send(&f.qp->verbs_qp.qp, &wr, &bad);
+	CU_ASSERT_EQUAL(stock, ENOMEM);
+	bad = NULL;
+	CU_ASSERT_EQUAL(sverbs_post_send(f.qp->sv, &wr, &bad), stock);
+	CU_ASSERT_PTR_EQUAL(bad, &wr);
+	CU_ASSERT_EQUAL(f.qp->sq.head, 0);
+	CU_ASSERT_EQUAL(rec.calls, 0);
+	teardown();
+}
+
 /* sq_sig_all: mlx5's sq_signal_bits put CQ_UPDATE in every WQE. */
 static void test_sig_all(void)
 {
@@ -900,6 +939,8 @@ int main(void)
 		  test_one_chain_one_ring },
 		{ "priority: order only, no bits", test_priority_order },
 		{ "sq_sig_all", test_sig_all },
+		{ "limits: the errno of stock mlx5_post_send",
+		  test_limits_stock_errno },
 		{ "16.2 ENOMEM before RTS fails the post",
 		  test_not_rts_refused },
 		{ "BlueFlame copy of a lone small WR", test_blueflame },
