@@ -1,0 +1,66 @@
+#!/usr/bin/python3
+"""insns.py NAME RUNS.jsonl [--meta META.json] [--outdir DIR]: the table of
+perf/run-insns.sh (instructions per WR, callgrind) as DIR/NAME.{json,md}."""
+import argparse
+import json
+import sys
+
+CASES = {
+    ("mlx5", "lat"): "post 1 signaled 64 B WRITE, poll it",
+    ("mlx5", "burst16"): "16 posts of 1 WR (16th signaled), poll",
+    ("mlx5", "mib"): "1 MiB WRITE (layer: PRIO(7), 4 KiB slices), per WR",
+    ("rxe", "t1"): "rate_bench -T 1: 1 WR per post, 1 in 16 signaled",
+    ("rxe", "pl16"): "rate_bench -l 16: 16 WRs per post",
+    ("rxe", "lat"): "rate_bench --lat: post 1, wait for it",
+    ("rxe", "ptbw"): "perftest ib_write_bw -s 64 (ibv_wr_* API), client",
+    ("rxe", "mib"): "rate_bench -s 1M (layer: PRIO(7), 4 KiB slices), per WR",
+}
+MODES = {"stock": "stock", "off": "stock", "pt": "pass-through", "queue": "queue path",
+         "budget": "budget 50 us", "sliced": "sliced"}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("name")
+    ap.add_argument("runs")
+    ap.add_argument("--meta")
+    ap.add_argument("--outdir", default=".")
+    a = ap.parse_args()
+    runs = [json.loads(l) for l in open(a.runs) if l.startswith("{")]
+    meta = json.load(open(a.meta)) if a.meta else {}
+    out = {"meta": meta, "runs": runs}
+    json.dump(out, open(f"{a.outdir}/{a.name}.json", "w"), indent=1)
+    lines = [f"# {a.name}: instructions per WR (callgrind)", "",
+             f"git {meta.get('git', '?')}, `{meta.get('args', '')}`. "
+             "User-space instructions per WR, post + poll (mlx5: only the "
+             "post and poll calls against the fake objects; rxe: the whole "
+             "client process, a run of N WRs subtracted from one of 2N). "
+             "Δ = over stock in the same case.", "",
+             "| path | case | mode | instructions / WR | Δ vs stock |",
+             "|---|---|---|---:|---:|"]
+    bad = 0
+    for r in runs:
+        if "error" in r:
+            bad += 1
+    seen = []
+    for r in runs:
+        k = (r["path"], r["case"])
+        if k not in seen:
+            seen.append(k)
+    for k in seen:
+        rs = [r for r in runs if (r["path"], r["case"]) == k]
+        base = next((r["per_wr"] for r in rs if r["mode"] in ("stock", "off") and "per_wr" in r), None)
+        for r in rs:
+            if "per_wr" not in r:
+                lines.append(f"| {k[0]} | {k[1]} | {MODES.get(r['mode'], r['mode'])} | failed | |")
+                continue
+            d = "" if base is None or r["mode"] in ("stock", "off") else f"{r['per_wr'] - base:+d}"
+            lines.append(f"| {k[0]} | {k[1]} | {MODES.get(r['mode'], r['mode'])} | {r['per_wr']} | {d} |")
+    lines += ["", "Cases:", ""]
+    lines += [f"* {p} {c}: {d}" for (p, c), d in CASES.items() if (p, c) in seen]
+    open(f"{a.outdir}/{a.name}.md", "w").write("\n".join(lines) + "\n")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
