@@ -16,7 +16,7 @@
  * returning, and so are QPs waiting for CQ headroom.
  *
  * Headroom.  The glue created the CQ with cq_headroom CQEs beyond the
- * application's.  Every registered QP owns one unit (its spare, used by
+ * application's.  Every registered QP owns one unit (its reserved CQE, used by
  * pump rule (d)); the rest is shared through an atomic counter that the
  * post path takes without the CQ lock.  When a second QP or more registers,
  * the CQ is grown by cq_headroom (adapter resize_cq) if the provider can.
@@ -30,7 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched_int.h"
+#include "cq_int.h"
+#include "qp_int.h"
 
 #define SV_POLL_BATCH 32
 #define SV_RING_SLACK 64
@@ -51,6 +52,34 @@ void sv_log(const struct sverbs_adapter *ad, struct ibv_context *ctx,
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	ad->log(ctx, level, msg);
+}
+
+/* ------------------------------------------------------------ for the QP side
+ */
+
+void sv_cq_lock(struct sverbs_cq *scq)
+{
+	pthread_spin_lock(&scq->lock);
+}
+
+void sv_cq_unlock(struct sverbs_cq *scq)
+{
+	pthread_spin_unlock(&scq->lock);
+}
+
+/* A QP left pass-through: before its first internal WQE (cq_fast()). */
+void sv_cq_layered(struct sverbs_cq *scq)
+{
+	atomic_fetch_add(&scq->layered, 1);
+}
+
+/* A QP of this CQ begins (true) or ends holding WRs for a bigger batch. */
+void sv_cq_held(struct sverbs_cq *scq, bool held)
+{
+	if (held)
+		atomic_fetch_add(&scq->held_qps, 1);
+	else
+		atomic_fetch_sub(&scq->held_qps, 1);
 }
 
 /* ------------------------------------------------------------ headroom */
@@ -205,75 +234,75 @@ void sv_emit(struct sv_emit *e, const struct ibv_wc *wc)
 /* ------------------------------------------------------------ registration */
 
 /* Remember a destroyed QP (the oldest is forgotten when full). */
-static void grave_add(struct sverbs_cq *scq, const struct sverbs_qp *sqp)
+static void stale_add(struct sverbs_cq *scq, const struct sverbs_qp *sqp)
 {
 	uint32_t i;
 
 	/* a QP that never left pass-through leaves no internal WQE behind */
 	if (sqp->seq_next == sqp->seq_base)
 		return;
-	if (scq->ngraves == SV_GRAVES) {
-		memmove(&scq->graves[0], &scq->graves[1],
-			sizeof(scq->graves[0]) * (SV_GRAVES - 1));
-		scq->ngraves--;
+	if (scq->nstale == SV_STALE_QPS) {
+		memmove(&scq->stale[0], &scq->stale[1],
+			sizeof(scq->stale[0]) * (SV_STALE_QPS - 1));
+		scq->nstale--;
 	}
-	i = scq->ngraves++;
-	scq->graves[i].qp_num = sqp->qp_num;
-	scq->graves[i].sealed = false;
-	scq->graves[i].seq_end = sqp->seq_next;
+	i = scq->nstale++;
+	scq->stale[i].qp_num = sqp->qp_num;
+	scq->stale[i].sealed = false;
+	scq->stale[i].seq_end = sqp->seq_next;
 	atomic_store(&scq->backlog, true);
 }
 
 /* Forget QP number qpn's record; returns where its wr_ids ended. */
-static uint64_t grave_del(struct sverbs_cq *scq, uint32_t qpn)
+static uint64_t stale_del(struct sverbs_cq *scq, uint32_t qpn)
 {
 	uint64_t end;
 	uint32_t i;
 
-	for (i = 0; i < scq->ngraves; i++) {
-		if (scq->graves[i].qp_num != qpn)
+	for (i = 0; i < scq->nstale; i++) {
+		if (scq->stale[i].qp_num != qpn)
 			continue;
-		end = scq->graves[i].seq_end;
-		scq->graves[i] = scq->graves[--scq->ngraves];
+		end = scq->stale[i].seq_end;
+		scq->stale[i] = scq->stale[--scq->nstale];
 		return end;
 	}
 	return SV_SEQ_BASE;
 }
 
-static void grave_seal(struct sverbs_cq *scq, uint32_t qpn)
+static void stale_seal(struct sverbs_cq *scq, uint32_t qpn)
 {
 	uint32_t i;
 
-	for (i = 0; i < scq->ngraves; i++)
-		if (scq->graves[i].qp_num == qpn)
-			scq->graves[i].sealed = true;
+	for (i = 0; i < scq->nstale; i++)
+		if (scq->stale[i].qp_num == qpn)
+			scq->stale[i].sealed = true;
 }
 
 /*
  * The raw CQ was polled empty (CQ lock held): every CQE of a QP the
  * provider had destroyed by then has been read; its record can go.
  */
-static void grave_expire(struct sverbs_cq *scq)
+static void stale_expire(struct sverbs_cq *scq)
 {
 	uint32_t i = 0;
 
-	while (i < scq->ngraves) {
-		if (scq->graves[i].sealed)
-			scq->graves[i] = scq->graves[--scq->ngraves];
+	while (i < scq->nstale) {
+		if (scq->stale[i].sealed)
+			scq->stale[i] = scq->stale[--scq->nstale];
 		else
 			i++;
 	}
 }
 
 /* A stale internal completion of a destroyed QP. */
-static bool grave_absorbs(const struct sverbs_cq *scq, const struct ibv_wc *wc)
+static bool stale_absorbs(const struct sverbs_cq *scq, const struct ibv_wc *wc)
 {
 	uint32_t i;
 
-	for (i = 0; i < scq->ngraves; i++)
-		if (scq->graves[i].qp_num == wc->qp_num &&
+	for (i = 0; i < scq->nstale; i++)
+		if (scq->stale[i].qp_num == wc->qp_num &&
 		    wc->wr_id >= SV_SEQ_BASE &&
-		    wc->wr_id < scq->graves[i].seq_end)
+		    wc->wr_id < scq->stale[i].seq_end)
 			return true;
 	return false;
 }
@@ -294,7 +323,7 @@ bool sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 	    !scq->ad->resize_cq(scq->cq,
 				scq->cq->cqe + (int)scq->cfg.cq_headroom))
 		scq->hr_total += scq->cfg.cq_headroom;
-	/* every QP's spare plus at least one shared unit */
+	/* every QP's reserved CQE plus at least one shared unit */
 	if (scq->hr_total < scq->nqp + 2) {
 		sv_log(scq->ad, scq->cq->context, SVERBS_LOG_WARN,
 		       "sverbs: CQ headroom exhausted: QP %u stays stock",
@@ -308,7 +337,7 @@ bool sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 		goto out;
 	tab_put(scq->tab, scq->tab_mask, sqp);
 	/* a predecessor's stale CQEs are below its wr_ids (translate()) */
-	sqp->seq_base = grave_del(scq, sqp->qp_num);
+	sqp->seq_base = stale_del(scq, sqp->qp_num);
 	sqp->seq_head = sqp->seq_next = sqp->seq_base;
 	scq->nqp++;
 	scq->wr_capacity += sqp->cap;
@@ -327,13 +356,13 @@ out:
 void sv_cq_unlink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
 	tab_del(scq, sqp);
-	grave_add(scq, sqp);
+	stale_add(scq, sqp);
 }
 
 /* The provider failed to destroy it: back in the table. */
 void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
-	grave_del(scq, sqp->qp_num);
+	stale_del(scq, sqp->qp_num);
 	tab_put(scq->tab, scq->tab_mask, sqp);
 }
 
@@ -342,7 +371,7 @@ void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
 	if (!atomic_load(&sqp->pt))
 		atomic_fetch_sub(&scq->layered, 1);
-	grave_seal(scq, sqp->qp_num);
+	stale_seal(scq, sqp->qp_num);
 	scq->nqp--;
 	scq->wr_capacity -= sqp->cap;
 	if (sqp->hr_wait) {
@@ -371,7 +400,7 @@ struct sverbs_cq *sverbs_cq_create(const struct sverbs_adapter *ad,
 		scq->cfg.cq_headroom = 4;
 	scq->hr_total = scq->cfg.cq_headroom;
 	hr_set_limit(scq);
-	scq->mark = 1; /* a new QP's mark (0) is never current */
+	scq->poll_gen = 1; /* a new QP's poll_gen (0) is never current */
 	scq->tab_mask = 15;
 	scq->tab = calloc(scq->tab_mask + 1, sizeof(*scq->tab));
 	if (!scq->tab ||
@@ -509,7 +538,7 @@ static void translate(struct sverbs_cq *scq, const struct ibv_wc *raw,
 	}
 	sqp = tab_find(scq, raw->qp_num);
 	if (!sqp) {
-		if (!scq->ngraves || !grave_absorbs(scq, raw))
+		if (!scq->nstale || !stale_absorbs(scq, raw))
 			sv_emit(e, raw);
 		return;
 	}
@@ -523,8 +552,8 @@ static void translate(struct sverbs_cq *scq, const struct ibv_wc *raw,
 	}
 	sv_qp_complete(sqp, raw, e);
 	/* the end of the poll pumps it, if anything waits to go */
-	if ((sqp->queued || sqp->held) && sqp->mark != scq->mark) {
-		sqp->mark = scq->mark;
+	if ((sqp->queued || sqp->held) && sqp->poll_gen != scq->poll_gen) {
+		sqp->poll_gen = scq->poll_gen;
 		if (t->n < SV_POLL_BATCH)
 			t->qp[t->n++] = sqp;
 		else
@@ -568,10 +597,10 @@ static void finish_round(struct sverbs_cq *scq, struct sv_touched *t)
 	for (i = 0; i < t->n; i++)
 		pump_qp(t->qp[i]);
 	t->n = 0;
-	scq->mark++;
+	scq->poll_gen++;
 	pump_waiting(scq, false);
 	/* nothing left for the fast path to overtake */
-	if (!scq->rcount && !scq->ngraves && atomic_load(&scq->backlog))
+	if (!scq->rcount && !scq->nstale && atomic_load(&scq->backlog))
 		atomic_store(&scq->backlog, false);
 }
 
@@ -593,8 +622,8 @@ void sv_cq_drain(struct sverbs_cq *scq)
 		for (i = 0; i < got; i++)
 			translate(scq, &raw[i], &e, &t);
 	} while (got == SV_POLL_BATCH);
-	if (got >= 0 && got < SV_POLL_BATCH && scq->ngraves)
-		grave_expire(scq);
+	if (got >= 0 && got < SV_POLL_BATCH && scq->nstale)
+		stale_expire(scq);
 	finish_round(scq, &t);
 }
 
@@ -637,8 +666,8 @@ static int poll_round(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n,
 	full = got == ne - n;
 	n = translate_polled(scq, ne, wc, n, got, t);
 	/* the stale CQEs of destroyed QPs were all read: forget them */
-	if (!full && scq->ngraves)
-		grave_expire(scq);
+	if (!full && scq->nstale)
+		stale_expire(scq);
 	/* what spilled to the ready ring is served first: no more rounds */
 	*more = full && !scq->rcount;
 	return n;

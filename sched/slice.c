@@ -29,20 +29,11 @@
  * for a small WR unless it ends a sample.  Before the first sample the slice
  * is 64 KiB (clamped).
  */
-#include <time.h>
-
 #include "slice.h"
+#include "sverbs_batch.h"
 
 #define SV_SLICE_INITIAL (64u * 1024)
 #define SV_EWMA_SHIFT	 3
-
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint32_t clamp_slice(const struct sv_slicer *s, double v)
 {
@@ -65,7 +56,7 @@ void sv_slicer_init(struct sv_slicer *s, const struct sverbs_config *cfg)
 	s->stamped = false;
 	s->acc_bytes = 0;
 	if (!s->clock_ns)
-		s->clock_ns = monotonic_ns;
+		s->clock_ns = sverbs_now_ns;
 }
 
 static void start_interval(struct sv_slicer *s)

@@ -23,11 +23,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "sched_int.h"
-
-#define SV_UNCARRIED_OPS                             \
-	(IBV_QP_EX_WITH_TSO | IBV_QP_EX_WITH_FLUSH | \
-	 IBV_QP_EX_WITH_ATOMIC_WRITE)
+#include "qp_int.h"
 
 static struct sverbs_qp *to_sqp(struct ibv_qp_ex *qpx)
 {
@@ -442,7 +438,7 @@ static void sv_wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
 bool sverbs_qp_install_wr_ops(struct sverbs_qp *sqp, struct ibv_qp_ex *qpx,
 			      uint64_t send_ops_flags)
 {
-	if (send_ops_flags & SV_UNCARRIED_OPS)
+	if (send_ops_flags & SV_UNCARRIED_SEND_OPS)
 		return false;
 	if (!sv_objmap_insert(qpx, sqp))
 		return false;

@@ -13,7 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sched_int.h"
+#include "cq_int.h"
+#include "qp_int.h"
 
 #define FK_QPS	8
 #define FK_HIST 8192

@@ -50,14 +50,14 @@ enum model_known {
 	MK_ERR_DESTROY = 1 << 5, /* check: a WR whose WQE failed keeps its
 				  * status when its QP is destroyed before
 				  * the WR's last WQE retired (found by this
-				  * model: sched/qp.c flush_status()) */
+				  * model: sched/complete.c flush_status()) */
 	MK_FULL_IDLE = 1 << 6,	 /* check: WRs complete after the provider
 				  * refused a WQE as "full" (ENOMEM, EAGAIN,
 				  * EBUSY) while nothing of the QP was in
 				  * flight (found by fuzz_wr: they stall) */
 	/* check: a WR whose WQE failed and whose rest the provider then
 	 * refuses (EOPNOTSUPP...) completes, and the WRs behind it (found by
-	 * fuzz_wr: sched/qp.c refuse() skips a failed WR; they stall until
+	 * fuzz_wr: sched/pump.c refuse() skips a failed WR; they stall until
 	 * destroy) */
 	MK_REFUSE_FAILED = 1 << 7,
 };

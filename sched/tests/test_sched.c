@@ -1893,12 +1893,12 @@ static void test_pt_untouched(void)
 	sverbs_qp_get_stats(sqp[0], &st);
 	CU_ASSERT(st.flags & SVERBS_QP_STATS_PASSTHROUGH);
 	CU_ASSERT(st.wrs == 0 && st.wqes == 0);
-	mark = scq->mark;
+	mark = scq->poll_gen;
 	fk_complete(0, -1);
 	n = poll_all(wc, 32);
 	CU_ASSERT(n == 1 && wc[0].wr_id == 12 &&
 		  wc[0].status == IBV_WC_SUCCESS);
-	CU_ASSERT_EQUAL(scq->mark, mark); /* the fast path: no poll round */
+	CU_ASSERT_EQUAL(scq->poll_gen, mark); /* the fast path: no poll round */
 	db = fk->notify_calls;
 	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
 	CU_ASSERT_EQUAL(fk->notify_calls, db + 1);
@@ -1930,7 +1930,7 @@ static void test_pt_leave(void)
 			0);
 	CU_ASSERT_FALSE(atomic_load(&sqp[0]->pt));
 	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 1);
-	CU_ASSERT_TRUE(sqp[0]->pt_tail);
+	CU_ASSERT_TRUE(sqp[0]->pt_inflight);
 	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 5);
 	w = fk_wqe(0, 4);
 	CU_ASSERT(sv_qp_owns(sqp[0], w->wr.wr_id));
@@ -1945,7 +1945,7 @@ static void test_pt_leave(void)
 	fk_complete(0, 1);
 	n = poll_all(wc, 32);
 	CU_ASSERT_EQUAL(n, 0);
-	CU_ASSERT_FALSE(sqp[0]->pt_tail);
+	CU_ASSERT_FALSE(sqp[0]->pt_inflight);
 	CU_ASSERT(fk->sq[0].posted > 5);
 	n = drain(0, wc, 32);
 	check_no_internal(wc, n);
@@ -2099,7 +2099,7 @@ static void test_pt_config(void)
 	sverbs_qp_destroy_pre(sqp[5]);
 	sverbs_qp_destroy_post(sqp[5], 0);
 	sqp[5] = NULL;
-	CU_ASSERT_EQUAL(scq->ngraves, 0);
+	CU_ASSERT_EQUAL(scq->nstale, 0);
 	CU_ASSERT_FALSE(atomic_load(&scq->backlog));
 	/* destroying the others brings the CQ back to the fast path */
 	sverbs_qp_destroy_pre(sqp[1]);
@@ -2231,7 +2231,7 @@ static void test_pt_random(void)
 			fk_complete(q, rand_r(&seed) % 4);
 		}
 		poll_tally(count);
-		if (sqp[0]->queued && !sqp[0]->pt_tail)
+		if (sqp[0]->queued && !sqp[0]->pt_inflight)
 			CU_ASSERT(sqp[0]->inflight_sig > 0 || sqp[0]->hr_wait);
 	}
 	for (q = 0; q < 2; q++) {
@@ -2534,7 +2534,7 @@ static void test_rollback_no_stall(void)
 	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_SEND, 8,
 			     SVERBS_PRIO(2) | IBV_SEND_SIGNALED),
 			0);
-	CU_ASSERT(sqp[0]->pt_tail && sqp[0]->inflight_wqes == 1);
+	CU_ASSERT(sqp[0]->pt_inflight && sqp[0]->inflight_wqes == 1);
 	/* another thread's pass-through post, begun before the change */
 	memset(raw, 0, sizeof(raw));
 	for (i = 0; i < 7; i++) {
@@ -2613,7 +2613,7 @@ static void test_uc_stock(void)
  * completions) expires once the raw CQ has been polled empty after the
  * destroy, and the CQ goes back to its fast path.  It never expired.
  */
-static void test_grave_expires(void)
+static void test_stale_expires(void)
 {
 	struct ibv_wc wc[8];
 
@@ -2628,7 +2628,7 @@ static void test_grave_expires(void)
 	CU_ASSERT_EQUAL(poll_all(wc, 8), 1); /* WR 1 flushed by the destroy */
 	CU_ASSERT(wc[0].wr_id == 1 && wc[0].status == IBV_WC_WR_FLUSH_ERR);
 	CU_ASSERT_EQUAL(fk->cq_n, 0);
-	CU_ASSERT_EQUAL(scq->ngraves, 0);
+	CU_ASSERT_EQUAL(scq->nstale, 0);
 	CU_ASSERT_FALSE(atomic_load(&scq->backlog));
 	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 0);
 	teardown();
@@ -2855,7 +2855,7 @@ int main(void)
 		  test_doorbell_error_then_rts },
 		{ "16.3 no stall after a rollback", test_rollback_no_stall },
 		{ "16.4 UC QPs stay stock, never sliced", test_uc_stock },
-		{ "16.7 a destroyed QP's record expires", test_grave_expires },
+		{ "16.7 a destroyed QP's record expires", test_stale_expires },
 		{ "16.7 QP number reuse with stale CQEs",
 		  test_qpn_reuse_stale },
 		{ "16.8 size policy: peer-visible WRs never overtake",

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The CQ side of sched/ (cq.c): the ready ring (completions sverbs delivers
+ * before the raw CQ), a qp_num -> sverbs_qp table, the headroom counter,
+ * the records of destroyed QPs, the extended-CQ state.  Allocated when the
+ * CQ is created, never on post/poll.  Only cq.c (and the unit tests)
+ * include this; the QP side uses the functions of sched_int.h.
+ */
+#ifndef SVERBS_CQ_INT_H
+#define SVERBS_CQ_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "sched_int.h"
+
+/* The provider's extended-CQ polling functions, the raw source. */
+struct sv_ex_ops {
+	int (*start_poll)(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr);
+	int (*next_poll)(struct ibv_cq_ex *cq);
+	void (*end_poll)(struct ibv_cq_ex *cq);
+	enum ibv_wc_opcode (*read_opcode)(struct ibv_cq_ex *cq);
+	uint32_t (*read_vendor_err)(struct ibv_cq_ex *cq);
+	uint32_t (*read_byte_len)(struct ibv_cq_ex *cq);
+	__be32 (*read_imm_data)(struct ibv_cq_ex *cq);
+	uint32_t (*read_qp_num)(struct ibv_cq_ex *cq);
+	uint32_t (*read_src_qp)(struct ibv_cq_ex *cq);
+	unsigned int (*read_wc_flags)(struct ibv_cq_ex *cq);
+	uint32_t (*read_slid)(struct ibv_cq_ex *cq);
+	uint8_t (*read_sl)(struct ibv_cq_ex *cq);
+	uint8_t (*read_dlid_path_bits)(struct ibv_cq_ex *cq);
+};
+
+/*
+ * A QP destroyed recently: its stale CQEs are absorbed, never delivered.
+ * Made when its destroy begins, sealed once the provider destroyed it (no
+ * CQE of it can come after that); a sealed record expires when the raw CQ
+ * is next polled empty, or passes to a new QP with the same number.
+ */
+struct sv_stale_qp {
+	uint32_t qp_num;
+	bool sealed;
+	uint64_t seq_end;
+};
+
+#define SV_STALE_QPS 8
+
+struct sverbs_cq {
+	pthread_spinlock_t lock;
+	const struct sverbs_adapter *ad;
+	struct ibv_cq *cq;
+	struct sverbs_config cfg;
+
+	/* QPs whose send CQ this is: open addressing on qp_num */
+	struct sverbs_qp **tab;
+	uint32_t tab_mask;
+	uint32_t nqp;
+	uint32_t wr_capacity; /* sum of the registered QPs' max_send_wr */
+	struct sv_stale_qp stale[SV_STALE_QPS];
+	uint32_t nstale;
+
+	/* completions to deliver before the raw CQ */
+	struct ibv_wc *ready;
+	uint32_t rcap;
+	uint32_t rhead;
+	uint32_t rcount;
+	uint64_t dropped; /* never, unless the app overran its CQ */
+
+	/*
+	 * Headroom: hr_total CQEs beyond the application's.  Each registered
+	 * QP owns one (its reserved CQE); the rest, hr_limit, is shared through
+	 * hr_used, taken on the post path without the CQ lock.
+	 */
+	uint32_t hr_total;
+	atomic_uint hr_limit;
+	atomic_uint hr_used;
+	atomic_uint hr_waiters;
+	atomic_uint held_qps; /* QPs holding WRs for a bigger batch */
+	/*
+	 * The fast path (sverbs_poll_cq()): while no registered QP has left
+	 * pass-through (layered) and nothing waits in the ready ring or the
+	 * stale (backlog), a poll is the provider's own.
+	 */
+	atomic_uint layered;
+	atomic_bool backlog;
+
+	uint64_t poll_gen;
+
+	/* extended CQ */
+	struct ibv_cq_ex *cq_ex;
+	struct sv_ex_ops raw;
+	uint64_t raw_flags; /* wc_flags the provider's CQ was created with */
+	struct ibv_wc cur;  /* the completion the getters describe */
+};
+
+#endif /* SVERBS_CQ_INT_H */

@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * A managed QP's lifetime: create (what is allocated, whether it starts in
+ * pass-through), modify (RESET and ERR), destroy (the flush of what is
+ * outstanding, the CQ's record), the batching timer, statistics.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qp_int.h"
+
+static void qp_free(struct sverbs_qp *sqp)
+{
+	free(sqp->chain_sge);
+	free(sqp->chain);
+	free(sqp->ring);
+	if (sqp->slots) {
+		free(sqp->slots[0].sge);
+		free(sqp->slots[0].inl);
+	}
+	free(sqp->slots);
+	pthread_spin_destroy(&sqp->lock);
+	free(sqp);
+}
+
+static int qp_alloc(struct sverbs_qp *sqp)
+{
+	uint32_t i, ring = 1;
+	struct ibv_sge *sge;
+	uint8_t *inl = NULL;
+
+	while (ring < sqp->cap + 2)
+		ring <<= 1;
+	sqp->ring_mask = ring - 1;
+	sqp->ring = calloc(ring, sizeof(*sqp->ring));
+	sqp->slots = calloc(sqp->cap, sizeof(*sqp->slots));
+	sqp->chain = calloc(sqp->cap, sizeof(*sqp->chain));
+	sqp->chain_sge = calloc((size_t)sqp->cap * sqp->max_sge,
+				sizeof(*sqp->chain_sge));
+	sge = calloc((size_t)sqp->cap * sqp->max_sge, sizeof(*sge));
+	if (sqp->max_inline)
+		inl = malloc((size_t)sqp->cap * sqp->max_inline);
+	if (!sqp->ring || !sqp->slots || !sqp->chain || !sqp->chain_sge ||
+	    !sge || (sqp->max_inline && !inl)) {
+		free(sge);
+		free(inl);
+		return ENOMEM;
+	}
+	sqp->free_head = SV_NONE;
+	for (i = sqp->cap; i-- > 0;) {
+		sqp->slots[i].sge = sge + (size_t)i * sqp->max_sge;
+		sqp->slots[i].inl =
+			inl ? inl + (size_t)i * sqp->max_inline : NULL;
+		sv_slot_free(sqp, i);
+	}
+	return 0;
+}
+
+/* The budget expired for WRs held on this QP (batch/timer.c's thread). */
+#define SV_TIMER_RETRY_NS (5 * 1000)
+
+static void qp_timer_fire(void *arg)
+{
+	struct sverbs_qp *sqp = arg;
+
+	/*
+	 * A busy lock is an application thread in this QP's post, poll,
+	 * modify or destroy, each of which rings WRs held past their
+	 * deadline; spinning here would only slow it down.  Look again soon
+	 * in case the holder was something else (e.g. a stats query).
+	 */
+	if (pthread_spin_trylock(&sqp->lock)) {
+		sverbs_timer_arm(&sqp->timer,
+				 sverbs_now_ns() + SV_TIMER_RETRY_NS);
+		return;
+	}
+	sv_qp_pump(sqp, SV_PUMP_TIMER);
+	pthread_spin_unlock(&sqp->lock);
+}
+
+/* SVERBS_STATS: QPs still alive at exit print their counters then. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sverbs_qp *live_head;
+static bool live_atexit;
+
+static void print_stats(struct sverbs_qp *sqp)
+{
+	struct sverbs_qp_stats st;
+
+	sverbs_qp_get_stats(sqp, &st);
+	fprintf(stderr,
+		"sverbs: QP %u: %llu WRs, %llu WQEs, %llu doorbells "
+		"(%.2f WQEs/doorbell), %llu held, held p99 %.1f us, "
+		"slice %u B%s\n",
+		sqp->qp_num, (unsigned long long)st.wrs,
+		(unsigned long long)st.wqes, (unsigned long long)st.doorbells,
+		st.doorbells ? (double)st.wqes / (double)st.doorbells : 0.0,
+		(unsigned long long)st.held_wrs, st.held_p99_ns / 1000.0,
+		st.slice_bytes,
+		st.flags & SVERBS_QP_STATS_PASSTHROUGH
+			? " (pass-through: its WRs are not counted)"
+			: "");
+}
+
+static void print_live_stats(void)
+{
+	struct sverbs_qp *sqp;
+
+	pthread_mutex_lock(&live_lock);
+	for (sqp = live_head; sqp; sqp = sqp->live_next)
+		print_stats(sqp);
+	pthread_mutex_unlock(&live_lock);
+}
+
+static void live_add(struct sverbs_qp *sqp)
+{
+	if (!sqp->cfg.stats)
+		return;
+	pthread_mutex_lock(&live_lock);
+	if (!live_atexit)
+		live_atexit = !atexit(print_live_stats);
+	sqp->live_next = live_head;
+	live_head = sqp;
+	pthread_mutex_unlock(&live_lock);
+}
+
+static void live_del(struct sverbs_qp *sqp)
+{
+	struct sverbs_qp **p;
+
+	if (!sqp->cfg.stats)
+		return;
+	pthread_mutex_lock(&live_lock);
+	for (p = &live_head; *p; p = &(*p)->live_next)
+		if (*p == sqp) {
+			*p = sqp->live_next;
+			break;
+		}
+	pthread_mutex_unlock(&live_lock);
+	print_stats(sqp);
+}
+
+void sverbs_qp_get_stats(struct sverbs_qp *sqp, struct sverbs_qp_stats *st)
+{
+	pthread_spin_lock(&sqp->lock);
+	memset(st, 0, sizeof(*st));
+	st->wrs = sqp->app_wrs;
+	st->wqes = sqp->batch.stats.wrs;
+	st->doorbells = sqp->batch.stats.doorbells;
+	st->held_wrs = sqp->batch.stats.held_wrs;
+	st->held_p99_ns = sverbs_batch_held_quantile(&sqp->batch.stats, 0.99);
+	st->slice_bytes = sv_slice_bytes(&sqp->slicer);
+	st->batch_budget_ns = sqp->batch.budget_ns;
+	if (atomic_load(&sqp->pt))
+		st->flags |= SVERBS_QP_STATS_PASSTHROUGH;
+	pthread_spin_unlock(&sqp->lock);
+}
+
+/*
+ * Whether the QP starts in pass-through: only a WR's stated priority will
+ * need the layer.  Not when the configuration schedules or holds WRs that
+ * state nothing (slice_always, the size policy, a batching budget).
+ */
+static bool passthrough_ok(const struct sverbs_qp *sqp)
+{
+	return sqp->cfg.passthrough && !sqp->cfg.slice_always &&
+	       !sqp->cfg.small_msg_bytes && !sqp->batch.budget_ns;
+}
+
+struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
+				   struct ibv_qp *qp, struct sverbs_cq *send_cq,
+				   const struct ibv_qp_init_attr_ex *attr,
+				   const struct sverbs_config *cfg)
+{
+	struct sverbs_qp *sqp;
+	int l;
+
+	if (!ad || !qp || !send_cq || !attr || !cfg ||
+	    !sverbs_config_enabled(cfg) || !attr->cap.max_send_wr)
+		return NULL;
+	/*
+	 * RC only.  The completion rules (in order, acknowledged: a CQE
+	 * retires every earlier WQE) are RC's; UC loses a message silently,
+	 * so a sliced UC WRITE_WITH_IMM could deliver its immediate without
+	 * an earlier slice.  UC, like UD, stays stock (docs/semantics.md).
+	 */
+	if (qp->qp_type != IBV_QPT_RC)
+		return NULL;
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	    (attr->send_ops_flags & SV_UNCARRIED_SEND_OPS))
+		return NULL;
+
+	sqp = calloc(1, sizeof(*sqp));
+	if (!sqp)
+		return NULL;
+	pthread_spin_init(&sqp->lock, PTHREAD_PROCESS_PRIVATE);
+	sqp->ad = ad;
+	sqp->qp = qp;
+	sqp->scq = send_cq;
+	sqp->cfg = *cfg;
+	sqp->qp_num = qp->qp_num;
+	sqp->qp_type = qp->qp_type;
+	sqp->sig_all = attr->sq_sig_all;
+	sqp->cap = attr->cap.max_send_wr;
+	sqp->depth = sqp->cap > 1 ? sqp->cap - 1 : 1;
+	sqp->max_sge_app = attr->cap.max_send_sge;
+	sqp->max_sge = sqp->max_sge_app ? sqp->max_sge_app : 1;
+	sqp->max_inline = attr->cap.max_inline_data;
+	/* (sv_cq_register() sets seq_base: after a predecessor's wr_ids) */
+	sqp->seq_base = sqp->seq_head = sqp->seq_next = SV_SEQ_BASE;
+	for (l = 0; l < SVERBS_NUM_PRIO; l++)
+		sqp->level[l].head = sqp->level[l].tail = SV_NONE;
+	sqp->fence.head = sqp->fence.tail = SV_NONE;
+	sqp->build.head = sqp->build.tail = SV_NONE;
+	sqp->build_cur = SV_NONE;
+	sv_slicer_init(&sqp->slicer, cfg);
+	sqp->scheduled = cfg->slice_always;
+	sverbs_batch_init(&sqp->batch, cfg->batch_budget_us);
+	sqp->cfg.batch_prio_mask &= ~(1u << SVERBS_PRIO_HIGHEST);
+	if (sqp->batch.budget_ns &&
+	    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp,
+			     cfg->batch_linger ? sqp->batch.budget_ns : 0))
+		sqp->batch.budget_ns = 0; /* no timer: never hold */
+	sqp->timer_on = sqp->batch.budget_ns != 0;
+	atomic_init(&sqp->pt, passthrough_ok(sqp));
+	if (qp_alloc(sqp) || !sv_cq_register(send_cq, sqp)) {
+		if (sqp->timer_on)
+			sverbs_timer_del(&sqp->timer);
+		qp_free(sqp);
+		return NULL;
+	}
+	if (!atomic_load(&sqp->pt))
+		sv_cq_layered(send_cq);
+	live_add(sqp);
+	return sqp;
+}
+
+void sverbs_qp_modify_pre(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
+			  int attr_mask)
+{
+	/*
+	 * Keep real completions the reset would discard (mlx5 cleans the
+	 * CQ); a QP in pass-through behaves as stock.
+	 */
+	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET &&
+	    !atomic_load(&sqp->pt)) {
+		sv_cq_lock(sqp->scq);
+		sv_cq_drain(sqp->scq);
+		sv_cq_unlock(sqp->scq);
+	}
+}
+
+void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
+			   int attr_mask, int ret)
+{
+	struct sv_emit e = { .scq = sqp->scq };
+
+	if (ret || !(attr_mask & IBV_QP_STATE))
+		return;
+	if (attr->qp_state == IBV_QPS_RESET) {
+		sv_cq_lock(sqp->scq);
+		pthread_spin_lock(&sqp->lock);
+		sv_qp_flush_all(sqp, &e);
+		sqp->dead = false;
+		sqp->hw_err = false;
+		pthread_spin_unlock(&sqp->lock);
+		sv_cq_unlock(sqp->scq);
+		return;
+	}
+	pthread_spin_lock(&sqp->lock);
+	if (attr->qp_state == IBV_QPS_ERR && !sqp->hw_err) {
+		/* the hardware flushes what is in flight; queued WRs follow */
+		sqp->hw_err = true;
+		sv_post_nop(sqp);
+	}
+	sv_qp_pump(sqp, SV_PUMP_FLUSH);
+	pthread_spin_unlock(&sqp->lock);
+}
+
+void sverbs_qp_destroy_pre(struct sverbs_qp *sqp)
+{
+	struct sverbs_cq *scq = sqp->scq;
+
+	/* no timer may pump a QP the provider is about to destroy */
+	if (sqp->timer_on)
+		sverbs_timer_del(&sqp->timer);
+	sv_cq_lock(scq);
+	/* in pass-through, stock: the provider cleans its completions */
+	if (!atomic_load(&sqp->pt))
+		sv_cq_drain(scq);
+	pthread_spin_lock(&sqp->lock);
+	sv_cq_unlink(scq, sqp);
+	pthread_spin_unlock(&sqp->lock);
+	sv_cq_unlock(scq);
+}
+
+void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
+{
+	struct sverbs_cq *scq = sqp->scq;
+	struct sv_emit e = { .scq = scq };
+
+	if (ret) {
+		sv_cq_lock(scq);
+		sv_cq_relink(scq, sqp);
+		sv_cq_unlock(scq);
+		if (sqp->timer_on &&
+		    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp,
+				     sqp->timer.tick_ns)) {
+			sqp->timer_on = false;
+			sqp->batch.budget_ns = 0;
+		}
+		return;
+	}
+	live_del(sqp);
+	sv_cq_lock(scq);
+	pthread_spin_lock(&sqp->lock);
+	sv_qp_unhold(sqp);
+	sv_qp_flush_all(sqp, &e);
+	sv_cq_unregister(scq, sqp);
+	pthread_spin_unlock(&sqp->lock);
+	sv_cq_unlock(scq);
+	if (sqp->qpx)
+		sv_objmap_remove(sqp->qpx);
+	qp_free(sqp);
+}
