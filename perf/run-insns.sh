@@ -3,8 +3,11 @@
 # layer's paths: load-independent, so one run is the figure.  Writes
 # perf/results/<name>.{json,md}.
 #
-#   perf/run-insns.sh [-n NAME] [-N WRS] [--no-vm] [--no-mlx5]
+#   perf/run-insns.sh [-n NAME] [-N WRS] [-c CASES] [--no-vm] [--no-mlx5]
 #     -n NAME   results name (default: insns)
+#     -c CASES  the rxe cases (default "t1 ptbw mib"; also lat, pl16: see
+#               perf/guest/insns.sh; each (case, mode) costs two valgrind
+#               start-ups in the TCG guest, ~1.5 min)
 #     -N WRS    WRs of the shorter run of each pair (default 2000)
 #     --no-vm   skip the rxe part (the guest)
 #     --no-mlx5 skip the mlx5 part (the host)
@@ -22,14 +25,15 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-name=insns n=2000 vm=1 mlx5=1
+name=insns n=2000 vm=1 mlx5=1 cases='t1 ptbw mib'
 while [ $# -gt 0 ]; do
 	case $1 in
 	-n) name=$2; shift 2 ;;
 	-N) n=$2; shift 2 ;;
+	-c) cases=$2; shift 2 ;;
 	--no-vm) vm=0; shift ;;
 	--no-mlx5) mlx5=0; shift ;;
-	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) perf_die "unknown argument $1 (see --help)" ;;
 	esac
 done
@@ -84,7 +88,7 @@ if [ $vm = 1 ]; then
 	perf_need_bins
 	export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-3000}
 	perf_log "rxe (guest): callgrind of rate_bench and ib_write_bw (timeout ${SVERBS_VM_TIMEOUT}s)"
-	vm_run "export INSNS_OUT='$fn'; '$PERF_DIR/guest/insns.sh' $n t1 lat ptbw mib pl16" >>"$tmp/runs.jsonl" || rc=1
+	vm_run "export INSNS_OUT='$fn'; '$PERF_DIR/guest/insns.sh' $n $cases" >>"$tmp/runs.jsonl" || rc=1
 fi
 [ -s "$tmp/runs.jsonl" ] || perf_die "no results"
 $PY "$PERF_DIR/insns.py" "$name" "$tmp/runs.jsonl" --meta "$tmp/meta.json" --outdir "$out" || rc=1

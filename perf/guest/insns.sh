@@ -34,7 +34,7 @@ case_args() {
 	pl16) args=(-T 1 -l 16); modes="off pt queue" ;;
 	lat) args=(--lat); k=$((n / 4)) ;;
 	mib) args=(-T 1 -s 1M -c 1 --tx-depth 2); modes="off sliced"; k=$((n / 64)) ;;
-	ptbw) args=() ;;
+	ptbw) args=(); modes="off pt queue" ;;
 	*) return 1 ;;
 	esac
 }
