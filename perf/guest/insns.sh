@@ -6,9 +6,12 @@
 #
 #   insns.sh N CASE...     CASE: t1 pl16 lat mib ptbw (see below)
 #
-# Each (case, mode) runs rate_bench twice under callgrind, with -n N and
-# -n 2N WRs; (Ir(2N) - Ir(N)) / N is the per-WR count, setup and teardown
-# cancelled.  Modes: off (stock), pt (the layer in pass-through), queue
+# rate_bench runs once per (case, mode) under callgrind with -n 2N, counting
+# only its posting thread's loop (--toggle-collect='*rate_thread*': post,
+# poll and the loop's own work, not setup); Ir / 2N is the per-WR count.
+# ptbw runs perftest twice, with N and 2N iterations (its binary has no
+# symbols to toggle on); (Ir(2N) - Ir(N)) / N is the per-WR count, setup
+# and teardown cancelled.  Modes: off (stock), pt (the layer in pass-through), queue
 # (SVERBS_PASSTHROUGH=off), budget (SVERBS_BATCH_BUDGET_US=50); for mib
 # (1 MiB WRITEs, each signaled, N/64 of them): off and sliced (SVERBS_PRIO(7):
 # 4 KiB slices).  ptbw: perftest's ib_write_bw -s 64 (one WR per post, the
@@ -32,9 +35,9 @@ case_args() {
 	case $1 in
 	t1) args=(-T 1) ;;
 	pl16) args=(-T 1 -l 16); modes="off pt queue" ;;
-	lat) args=(--lat); k=$((n / 4)) ;;
+	lat) args=(--lat); k=$((n / 4)) ;; # (run_lat: no rate_thread, differenced)
 	mib) args=(-T 1 -s 1M -c 1 --tx-depth 2); modes="off sliced"; k=$((n / 64)) ;;
-	ptbw) args=(); modes="off pt queue" ;;
+	ptbw) args=(); modes="off pt" ;;
 	*) return 1 ;;
 	esac
 }
@@ -56,7 +59,7 @@ one_run() {
 	local srv rc=0
 	if [ "$c" != ptbw ]; then
 		env "${menv[@]}" valgrind --tool=callgrind -q --callgrind-out-file="$1" \
-			"$bin" "${args[@]}" "${margs[@]}" -n "$2"
+			"${toggle[@]}" "$bin" "${args[@]}" "${margs[@]}" -n "$2"
 		return
 	fi
 	port=$((port + 1))
@@ -76,16 +79,26 @@ for c in "$@"; do
 	for m in $modes; do
 		margs=()
 		mode_env "$m"
-		ok=1
-		for i in 1 2; do
+		ok=1 toggle=() runs="1 2"
+		case $c in
+		ptbw | lat) ;;
+		*) toggle=(--toggle-collect='*rate_thread*') runs=2 ;;
+		esac
+		for i in $runs; do
 			one_run "$tmp/cg.$i" $((k * i)) >"$tmp/json.$i" 2>"$tmp/err.$i" || ok=0
 		done
 		if [ $ok = 1 ]; then
-			ir1=$(ir_of "$tmp/cg.1") ir2=$(ir_of "$tmp/cg.2")
+			ir2=$(ir_of "$tmp/cg.2")
+			if [ "$runs" = 2 ]; then
+				# one toggled run of 2k WRs: only the loop was counted
+				ir1=0 per=$((ir2 / (2 * k)))
+			else
+				ir1=$(ir_of "$tmp/cg.1") per=$(((ir2 - ir1) / k))
+			fi
 			{ callgrind_annotate --inclusive=yes --threshold=100 "$tmp/cg.2" 2>/dev/null || true; } |
 				grep -E "post_send|poll_cq|sverbs_|sv_|wr_" >"$out/$c-$m.fn" || true
 			printf '{"bench":"insns","path":"rxe","case":"%s","mode":"%s","wrs":%d,"ir_n":%s,"ir_2n":%s,"per_wr":%s}\n' \
-				"$c" "$m" "$k" "$ir1" "$ir2" "$(( (ir2 - ir1) / k ))"
+				"$c" "$m" "$k" "$ir1" "$ir2" "$per"
 		else
 			fail=1
 			echo "insns: $c $m failed:" >&2
