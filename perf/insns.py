@@ -12,7 +12,7 @@ CASES = {
     ("rxe", "t1"): "rate_bench -T 1: 1 WR per post, 1 in 16 signaled",
     ("rxe", "pl16"): "rate_bench -l 16: 16 WRs per post",
     ("rxe", "lat"): "rate_bench --lat: post 1, wait for it",
-    ("rxe", "ptbw"): "perftest ib_write_bw -s 64 (ibv_wr_* API), client",
+    ("rxe", "ptbw"): "perftest ib_write_bw -s 64, client (on rxe it posts with ibv_post_send)",
     ("rxe", "mib"): "rate_bench -s 1M (layer: PRIO(7), 4 KiB slices), per WR",
 }
 MODES = {"stock": "stock", "off": "stock", "pt": "pass-through", "queue": "queue path",
