@@ -8,6 +8,7 @@ import sys
 CASES = {
     ("mlx5", "lat"): "post 1 signaled 64 B WRITE, poll it",
     ("mlx5", "burst16"): "16 posts of 1 WR (16th signaled), poll",
+    ("mlx5", "list16"): "the same 16 WRs in one post call (--post_list 16), poll",
     ("mlx5", "mib"): "1 MiB WRITE (layer: PRIO(7), 4 KiB slices), per WR",
     ("rxe", "t1"): "rate_bench -T 1: 1 WR per post, 1 in 16 signaled",
     ("rxe", "pl16"): "rate_bench -l 16: 16 WRs per post",
@@ -33,11 +34,14 @@ def main():
     lines = [f"# {a.name}: instructions per WR (callgrind)", "",
              f"git {meta.get('git', '?')}, `{meta.get('args', '')}`. "
              "User-space instructions per WR, post + poll (mlx5: only the "
-             "post and poll calls against the fake objects; rxe: the whole "
-             "client process, a run of N WRs subtracted from one of 2N). "
+             "post and poll calls against the fake objects; rxe: rate_bench's "
+             "posting thread (callgrind --toggle-collect), perftest's whole "
+             "client process with a run of N WRs subtracted from one of 2N). "
+             "The budget's rows vary by a few instructions between runs "
+             "(its timer thread). "
              "Δ = over stock in the same case.", "",
-             "| path | case | mode | instructions / WR | Δ vs stock |",
-             "|---|---|---|---:|---:|"]
+             "| path | case | mode | instructions / WR | Δ vs stock | doorbells / WR |",
+             "|---|---|---|---:|---:|---:|"]
     bad = 0
     for r in runs:
         if "error" in r:
@@ -52,10 +56,12 @@ def main():
         base = next((r["per_wr"] for r in rs if r["mode"] in ("stock", "off") and "per_wr" in r), None)
         for r in rs:
             if "per_wr" not in r:
-                lines.append(f"| {k[0]} | {k[1]} | {MODES.get(r['mode'], r['mode'])} | failed | |")
+                lines.append(f"| {k[0]} | {k[1]} | {MODES.get(r['mode'], r['mode'])} | failed | | |")
                 continue
             d = "" if base is None or r["mode"] in ("stock", "off") else f"{r['per_wr'] - base:+d}"
-            lines.append(f"| {k[0]} | {k[1]} | {MODES.get(r['mode'], r['mode'])} | {r['per_wr']} | {d} |")
+            db = r.get("doorbells_per_wr")
+            db = "" if db is None else f"{db:.3g}"
+            lines.append(f"| {k[0]} | {k[1]} | {MODES.get(r['mode'], r['mode'])} | {r['per_wr']} | {d} | {db} |")
     lines += ["", "Cases:", ""]
     lines += [f"* {p} {c}: {d}" for (p, c), d in CASES.items() if (p, c) in seen]
     open(f"{a.outdir}/{a.name}.md", "w").write("\n".join(lines) + "\n")

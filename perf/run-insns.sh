@@ -16,7 +16,7 @@
 # --count MODE PATTERN N against the fake mlx5 objects, under callgrind with
 # --toggle-collect='insn_*': only the post and poll calls are counted, not
 # the fake HCA.  MODE stock / pt / queue / budget; PATTERN lat / burst16 /
-# mib (see the test's count_main()).
+# list16 / mib (see the test's count_run()); the doorbells per WR too.
 # rxe (in the guest): perf/guest/insns.sh, rate_bench and perftest's
 # ib_write_bw as the client, under callgrind, whole-process counts of a run
 # with N and one with 2N WRs, differenced (user space only).
@@ -50,30 +50,35 @@ if [ $mlx5 = 1 ]; then
 	t=$BUILD/rdma-core/build/bin/test_mlx5_adapter
 	[ -x "$t" ] || perf_die "no $t (meson compile -C $BUILD)"
 	perf_log "mlx5 (fake objects, host): callgrind of insn_post/insn_poll"
-	for p in lat burst16 mib; do
+	for p in lat burst16 list16 mib; do
 		modes="stock pt queue budget"
 		k=$n
 		[ $p = mib ] && modes="stock queue" k=$((n / 16))
+		[ $p = list16 ] && modes="stock pt"
 		for m in $modes; do
 			ok=1
 			for i in 1 2; do
 				valgrind --tool=callgrind -q --toggle-collect='insn_*' \
 					--callgrind-out-file="$tmp/m.$i" "$t" --count "$m" "$p" $((k * i)) \
-					>/dev/null 2>"$tmp/err" || ok=0
+					>"$tmp/out" 2>"$tmp/err" || ok=0
 			done
 			if [ $ok = 1 ]; then
 				callgrind_annotate --inclusive=yes "$tmp/m.2" >"$fn/mlx5-$p-$m.fn" 2>/dev/null || true
-				$PY - "$tmp/m.1" "$tmp/m.2" "$p" "$m" "$k" >>"$tmp/runs.jsonl" <<-'PYEOF'
+				$PY - "$tmp/m.1" "$tmp/m.2" "$p" "$m" "$k" "$tmp/out" >>"$tmp/runs.jsonl" <<-'PYEOF'
 				import json, sys
 				def ir(f):
 				    for l in open(f):
 				        if l.startswith("totals:"):
 				            return int(l.split()[1])
-				a, b, p, m, k = sys.argv[1:6]
+				a, b, p, m, k, out = sys.argv[1:7]
 				a, b, k = ir(a), ir(b), int(k)
-				wrs = k * (16 if p == "burst16" else 1)
+				wrs = k * (16 if p in ("burst16", "list16") else 1)
+				# "count MODE PATTERN WRS WRs DOORBELLS doorbells" (the 2N run)
+				w = open(out).readline().split()
+				db = int(w[5]) / int(w[3]) if len(w) > 6 and w[6] == "doorbells" else None
 				print(json.dumps({"bench": "insns", "path": "mlx5", "case": p, "mode": m,
-				                  "wrs": wrs, "ir_n": a, "ir_2n": b, "per_wr": (b - a) // wrs}))
+				                  "wrs": wrs, "ir_n": a, "ir_2n": b, "per_wr": (b - a) // wrs,
+				                  "doorbells_per_wr": db}))
 				PYEOF
 			else
 				rc=1

@@ -14,10 +14,11 @@
 # and teardown cancelled.  Modes: off (stock), pt (the layer in pass-through), queue
 # (SVERBS_PASSTHROUGH=off), budget (SVERBS_BATCH_BUDGET_US=50); for mib
 # (1 MiB WRITEs, each signaled, N/64 of them): off and sliced (SVERBS_PRIO(7):
-# 4 KiB slices).  ptbw: perftest's ib_write_bw -s 64 (one WR per post, the
-# ibv_wr_* API, as perftest posts by default) as the client under callgrind,
-# N and 2N iterations, its server (same mode) on rxe0.  Prints one JSON line per (case, mode); the 2N run's
-# inclusive costs of the entry points go to $INSNS_OUT/<case>-<mode>.fn.
+# 4 KiB slices).  ptbw: perftest's ib_write_bw -s 64 (one WR per post; on
+# rxe it posts with ibv_post_send) as the client under callgrind, N and 2N
+# iterations, its server (same mode) on rxe0.  Prints one JSON line per
+# (case, mode); the 2N run's inclusive costs of the entry points go to
+# $INSNS_OUT/<case>-<mode>.fn.
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 N CASE..." >&2; exit 2; }
 n=$1
@@ -63,7 +64,7 @@ one_run() {
 		return
 	fi
 	port=$((port + 1))
-	env "${menv[@]}" ib_write_bw -d rxe0 -x 1 -F -p $port -s 64 -n "$2" >/dev/null 2>&1 &
+	env "${menv[@]}" timeout 660 ib_write_bw -d rxe0 -x 1 -F -p $port -s 64 -n "$2" >/dev/null 2>&1 &
 	srv=$!
 	vm-wait-listen $port 30 &&
 		env "${menv[@]}" timeout 600 valgrind --tool=callgrind -q --callgrind-out-file="$1" \

@@ -261,7 +261,7 @@ struct rec_wr {
 };
 
 static struct {
-	bool count; /* --count: no checks, no records (count_main()) */
+	bool count; /* --count: no checks, no records (count_run()) */
 	int fails;  /* stock post_send calls expected to fail */
 	int calls;  /* rings: adapter post_send calls */
 	int n;	    /* WQEs recorded */
@@ -291,9 +291,9 @@ int __wrap_mlx5_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	int first = rec.n, i, k, ret;
 	uint8_t want;
 
+	rec.calls++;
 	if (rec.count)
 		return __real_mlx5_post_send(qp, wr, bad_wr);
-	rec.calls++;
 	for (w = wr; w; w = w->next) {
 		struct rec_wr *r = &rec.w[rec.n % REC_MAX];
 
@@ -864,7 +864,8 @@ static void test_completions_wrap(void)
  * context without the layer calls them), pt (the layer in pass-through),
  * queue (passthrough off), budget (a 50 us budget, which takes the queue).
  * PATTERN: lat (post one signaled 64 B WRITE, run the HCA, poll it),
- * burst16 (16 posts of one WR, the 16th signaled, then run and poll) or
+ * burst16 (16 posts of one WR, the 16th signaled, then run and poll),
+ * list16 (the same 16 WRs in one post call: --post_list 16) or
  * mib (one signaled 1 MiB WRITE, SVERBS_PRIO(7) through the layer: 4 KiB
  * slices, the default window of 2; the HCA runs and the CQ is polled until
  * it completes).  Each post goes
@@ -920,9 +921,10 @@ static void count_run(void)
 	bool mib = !strcmp(pattern, "mib");
 	uint32_t len = mib ? 1u << 20 : 64;
 	unsigned int flags = mib && strcmp(mode, "stock") ? SVERBS_PRIO(7) : 0;
-	int burst = !strcmp(pattern, "burst16") ? 16 : 1;
-	struct ibv_send_wr wr;
-	struct ibv_sge sge;
+	bool list = !strcmp(pattern, "list16");
+	int burst = !strcmp(pattern, "burst16") || list ? 16 : 1;
+	struct ibv_send_wr wr[16];
+	struct ibv_sge sge[16];
 	struct ibv_wc wc[16];
 	long i, got;
 	int k, r;
@@ -930,7 +932,7 @@ static void count_run(void)
 	if (count_env(mode) || (burst == 1 && !mib && strcmp(pattern, "lat")) ||
 	    n <= 0) {
 		fprintf(stderr, "usage: --count stock|pt|queue|budget "
-				"lat|burst16|mib N\n");
+				"lat|burst16|list16|mib N\n");
 		count_arg.rc = 2;
 		return;
 	}
@@ -939,9 +941,14 @@ static void count_run(void)
 	setup(false, false);
 	for (i = 0; i < n; i++) {
 		for (k = 0; k < burst; k++) {
-			mkwr(&wr, &sge, (uint64_t)k, IBV_WR_RDMA_WRITE, len,
+			mkwr(&wr[k], &sge[k], (uint64_t)k, IBV_WR_RDMA_WRITE,
+			     len,
 			     flags | (k == burst - 1 ? IBV_SEND_SIGNALED : 0));
-			if (insn_post(&wr)) {
+			if (list && k < burst - 1) {
+				wr[k].next = &wr[k + 1];
+				continue;
+			}
+			if (insn_post(list ? &wr[0] : &wr[k])) {
 				fprintf(stderr, "count: post failed\n");
 				count_arg.rc = 1;
 				return;
@@ -964,7 +971,8 @@ static void count_run(void)
 		}
 	}
 	teardown();
-	printf("count %s %s %ld WRs\n", mode, pattern, n * burst);
+	printf("count %s %s %ld WRs %d doorbells\n", mode, pattern, n * burst,
+	       rec.calls);
 }
 
 static int count_main(const char *mode, const char *pattern, long n)
