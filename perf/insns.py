@@ -65,7 +65,44 @@ def main():
     lines += ["", "Cases:", ""]
     lines += [f"* {p} {c}: {d}" for (p, c), d in CASES.items() if (p, c) in seen]
     open(f"{a.outdir}/{a.name}.md", "w").write("\n".join(lines) + "\n")
+    plot(runs, seen, f"{a.outdir}/{a.name}.png")
     return 1 if bad else 0
+
+
+def plot(runs, cases, path):
+    """Grouped bars: instructions per WR by case and mode (log scale: a
+    sliced 1 MiB WRITE is 500x a 64 B one)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("insns: no matplotlib, no plot", file=sys.stderr)
+        return
+    modes = ["stock", "pt", "queue", "budget", "sliced"]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    w = 0.8 / len(modes)
+    for j, m in enumerate(modes):
+        xs, ys = [], []
+        for i, k in enumerate(cases):
+            r = next((r for r in runs if (r["path"], r["case"]) == k and "per_wr" in r and
+                      (r["mode"] == m or (m == "stock" and r["mode"] == "off"))), None)
+            if r:
+                xs.append(i + (j - len(modes) / 2 + 0.5) * w)
+                ys.append(r["per_wr"])
+        if xs:
+            bars = ax.bar(xs, ys, w, label=MODES[m])
+            ax.bar_label(bars, fontsize=6, rotation=90, padding=2)
+    ax.set_xticks(range(len(cases)))
+    ax.set_xticklabels([f"{p}\n{c}" for p, c in cases])
+    ax.set_yscale("log")
+    ax.set_ylim(top=ax.get_ylim()[1] * 8)  # room for the labels
+    ax.set_ylabel("user-space instructions per WR")
+    ax.set_title("Instructions per WR (callgrind): stock vs the layer's paths "
+                 "(mib: 1 MiB WRITE, the layer slices it)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
