@@ -7,14 +7,15 @@
 #     -n NAME      results name (default: rate; with --syscalls only: syscalls)
 #     -r REPS      repetitions (default: 3)
 #     -t SECONDS   measured seconds per run (default: 3)
-#     -c CONFIGS   any of t1 t4 pl16 t4pl16 lat t1b t4b latb perftest
+#     -c CONFIGS   any of t1 t4 pl16 t4pl16 lat t1b t4b latb perftest perftestb
 #                  (default: all but perftest)
 #                  t1: 1 thread, one WR per ibv_post_send; t4: 4 threads, each
 #                  its own QP+CQ; pl16 / t4pl16: 1 / 4 threads, 16 WRs per call;
 #                  lat: post one, wait for its completion, repeat; a trailing b:
 #                  the sverbs side with a batching budget (PERF_BUDGET_US, 50);
 #                  perftest: ib_write_lat and ib_write_bw (64 B, one WR per post
-#                  and --post_list 16), client and server both off / on
+#                  and --post_list 16), client and server both off / on; perftestb:
+#                  ib_write_lat and ib_write_bw with the sverbs side budgeted
 #     --syscalls [ITERS]  instead: count syscalls per WR with strace -c -f for
 #                  t1 t4 pl16 t1b t4b (ITERS WRs per thread, default 1000;
 #                  strace makes each syscall slow in the guest, keep it small)
@@ -37,7 +38,7 @@ while [ $# -gt 0 ]; do
 		shift
 		if [[ ${1:-} =~ ^[0-9]+$ ]]; then iters=$1; shift; fi
 		;;
-	-h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) perf_die "unknown argument $1 (see --help)" ;;
 	esac
 done
@@ -58,7 +59,7 @@ else
 	name=${name:-rate}
 	nc=$(wc -w <<<"$cfgs")
 	pt=0
-	[[ " $cfgs " == *" perftest "* ]] && pt=1
+	[[ " $cfgs " == *" perftest"* ]] && pt=1
 	export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-$((reps * nc * 2 * (${secs%.*} + 4) + reps * pt * 120 + 120))}
 	perf_meta "$tmp/meta.json" "run-rate.sh -r $reps -t $secs -c '$cfgs'"
 	perf_log "$reps x {$cfgs} x {off,on}, ${secs}s each, in one guest (timeout ${SVERBS_VM_TIMEOUT}s)"

@@ -13,6 +13,7 @@ runs of a repetition ran back to back, so those pairs share host noise).
 import argparse
 import json
 import os
+import random
 import re
 import statistics
 import sys
@@ -43,8 +44,49 @@ def paired(off_runs, on_runs, get):
     if not rs:
         return None
     sig = lambda x: float("%.4g" % x)  # a p99 1000x lower must not round to 0.001
+    lo, hi = bootstrap_ci(rs)
     return {"median": sig(statistics.median(rs)), "min": sig(min(rs)),
-            "max": sig(max(rs)), "n": len(rs)}
+            "max": sig(max(rs)), "n": len(rs), "ci95": [sig(lo), sig(hi)]}
+
+
+def bootstrap_ci(rs, n=2000):
+    """95% percentile-bootstrap interval of the median of rs (fixed seed:
+    the same runs give the same interval)."""
+    rng = random.Random(1)
+    meds = sorted(statistics.median(rng.choices(rs, k=len(rs))) for _ in range(n))
+    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+
+
+def budget_cost(runs):
+    """The same program with and without a budget, both with the layer on:
+    per-repetition ratios budget / no budget (rate_bench configs X and Xb,
+    perftest tests T and "T budget")."""
+    ok = [r for r in runs if "error" not in r and r.get("sverbs") == "on"]
+    out = []
+    cfgs = dict.fromkeys(label_field(r, "cfg") for r in ok if r.get("bench") in ("rate", "lat"))
+    for c in cfgs:
+        if not c or c + "b" not in cfgs:
+            continue
+        a = [r for r in ok if label_field(r, "cfg") == c]
+        b = [r for r in ok if label_field(r, "cfg") == c + "b"]
+        if a and a[0]["bench"] == "lat":
+            for k in ("p50_us", "p99_us"):
+                out.append({"what": "rate_bench " + c, "metric": "latency " + k[:-3],
+                            "paired": paired(a, b, lambda r, k=k: r["lat"][k])})
+        else:
+            out.append({"what": "rate_bench " + c, "metric": "kpps",
+                        "paired": paired(a, b, lambda r: r["kpps"])})
+    tests = dict.fromkeys(r["test"] for r in ok if r.get("bench") == "perftest")
+    for t in tests:
+        if t + " budget" not in tests:
+            continue
+        a = [r for r in ok if r.get("test") == t]
+        b = [r for r in ok if r.get("test") == t + " budget"]
+        for k in ("mpps", "lat_typical_us", "lat_p99_us"):
+            p = paired(a, b, lambda r, k=k: r.get(k))
+            if p:
+                out.append({"what": t, "metric": k, "paired": p})
+    return out
 
 
 def rnd(x, n=2):
@@ -236,7 +278,10 @@ def fmt_ratio(r, paired_r=None):
         return "-"
     s = "%.2fx" % r
     if paired_r and paired_r["n"] > 1:
-        s += " (%.2f..%.2f)" % (paired_r["min"], paired_r["max"])
+        s += " (%.2f..%.2f" % (paired_r["min"], paired_r["max"])
+        if paired_r.get("ci95"):
+            s += "; CI %.2f..%.2f" % tuple(paired_r["ci95"])
+        s += ")"
     return s
 
 
@@ -334,6 +379,15 @@ def markdown(name, meta, summ, errors):
                            for k, p in r.get("paired", {}).items()) or "-"
             L.append("| %s | %s | %s | %s |" % (r["test"], show(r["stock"]), show(r["sverbs"]), pr))
         L.append("")
+    if summ.get("budget"):
+        L += ["## A budget's cost to a closed-loop program (both sides with the layer on)", "",
+              "| program | metric | budget / no budget, median of paired runs (min..max; CI) |",
+              "|---|---|---|"]
+        for r in summ["budget"]:
+            p = r["paired"]
+            L.append("| %s | %s | %s |" % (r["what"], r["metric"],
+                                          fmt_ratio(p["median"], p) if p else "-"))
+        L.append("")
     if errors:
         L += ["## Failed runs", ""] + ["- `%s`" % json.dumps(e) for e in errors] + [""]
     return "\n".join(L)
@@ -417,7 +471,8 @@ def main():
         if r.get("mtu"):
             meta.setdefault("mtu", r["mtu"])
     summ = {"hol": summarize_hol(runs), "rate": summarize_rate(runs),
-            "syscalls": summarize_syscalls(runs), "perftest": summarize_perftest(runs)}
+            "syscalls": summarize_syscalls(runs), "perftest": summarize_perftest(runs),
+            "budget": budget_cost(runs)}
     summ = {k: v for k, v in summ.items() if v}
     errors = [r for r in runs if "error" in r]
     os.makedirs(a.outdir, exist_ok=True)

@@ -240,22 +240,16 @@ static struct ibv_send_wr *wr_nth(struct ibv_send_wr *wr, uint64_t idx)
 	return wr;
 }
 
-int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
-		     struct ibv_send_wr **bad_wr)
+/* The queue's post (not inlined: pass-through pays for none of its frame). */
+static __attribute__((noinline)) int post_queued(struct sverbs_qp *sqp,
+						 struct ibv_send_wr *wr,
+						 struct ibv_send_wr **bad_wr)
 {
 	struct ibv_send_wr *first = wr;
 	uint64_t idx;
 	uint32_t s;
 	int err = 0, ret;
 
-	/*
-	 * Pass-through: nothing to schedule or hold, so the WRs go to the
-	 * provider as they are, with their own wr_ids, no lock and no copy;
-	 * the provider checks them and rings once, as stock.
-	 */
-	if (atomic_load_explicit(&sqp->pt, memory_order_acquire) &&
-	    !list_states_prio(wr))
-		return sqp->ad->post_send(sqp->qp, wr, bad_wr);
 	pthread_spin_lock(&sqp->lock);
 	if (atomic_load_explicit(&sqp->pt, memory_order_relaxed))
 		sv_qp_leave_passthrough(sqp);
@@ -296,4 +290,18 @@ int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	}
 	sv_qp_post_unlock(sqp);
 	return err;
+}
+
+int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+		     struct ibv_send_wr **bad_wr)
+{
+	/*
+	 * Pass-through: nothing to schedule or hold, so the WRs go to the
+	 * provider as they are, with their own wr_ids, no lock and no copy;
+	 * the provider checks them and rings once, as stock.
+	 */
+	if (atomic_load_explicit(&sqp->pt, memory_order_acquire) &&
+	    !list_states_prio(wr))
+		return sqp->ad->post_send(sqp->qp, wr, bad_wr);
+	return post_queued(sqp, wr, bad_wr);
 }

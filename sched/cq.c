@@ -477,8 +477,12 @@ static void ex_read(struct sverbs_cq *scq, struct ibv_wc *wc)
 		wc->dlid_path_bits = scq->raw.read_dlid_path_bits(cx);
 }
 
-/* The provider's extended polling, drained into struct ibv_wc. */
-static int ex_raw_poll(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
+/*
+ * The provider's extended polling, drained into struct ibv_wc (not inlined
+ * into raw_poll(): a CQ without it pays for none of its frame).
+ */
+static __attribute__((noinline)) int ex_raw_poll(struct sverbs_cq *scq, int ne,
+						 struct ibv_wc *wc)
 {
 	struct ibv_poll_cq_attr attr = {};
 	struct ibv_cq_ex *cx = scq->cq_ex;
@@ -522,7 +526,7 @@ static void pump_qp(struct sverbs_qp *sqp)
 
 /* QPs that saw completions in this poll, pumped once at its end. */
 struct sv_touched {
-	struct sverbs_qp *qp[SV_POLL_BATCH];
+	struct sverbs_qp *qp[SV_POLL_BATCH]; /* [0, n) are set */
 	int n;
 };
 
@@ -612,9 +616,10 @@ void sv_cq_drain(struct sverbs_cq *scq)
 {
 	struct sv_emit e = { .scq = scq };
 	struct ibv_wc raw[SV_POLL_BATCH];
-	struct sv_touched t = { .n = 0 };
+	struct sv_touched t;
 	int got, i;
 
+	t.n = 0;
 	do {
 		if (scq->rcap - scq->rcount < 2 * SV_POLL_BATCH)
 			break;
@@ -684,11 +689,13 @@ static bool cq_fast(struct sverbs_cq *scq)
  * The fast path's raw completions, in wc[0..got), when a QP on the CQ left
  * pass-through meanwhile: any of them may be one of its internal WQEs.
  */
-static int fast_fixup(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int got)
+static __attribute__((noinline)) int fast_fixup(struct sverbs_cq *scq, int ne,
+						struct ibv_wc *wc, int got)
 {
-	struct sv_touched t = { .n = 0 };
+	struct sv_touched t;
 	int n;
 
+	t.n = 0;
 	pthread_spin_lock(&scq->lock);
 	n = translate_polled(scq, ne, wc, 0, got, &t);
 	finish_round(scq, &t);
@@ -696,21 +703,18 @@ static int fast_fixup(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int got)
 	return n;
 }
 
-int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
+/*
+ * The poll of a CQ the layer translates (not inlined: its frame, with the
+ * touched QPs' array to clear, is not the fast path's).
+ */
+static __attribute__((noinline)) int poll_layered(struct sverbs_cq *scq, int ne,
+						  struct ibv_wc *wc)
 {
-	struct sv_touched t = { .n = 0 };
+	struct sv_touched t;
 	bool more = true;
 	int n;
 
-	if (ne <= 0)
-		return 0;
-	if (cq_fast(scq)) {
-		n = raw_poll(scq, ne, wc);
-		/* a layer WQE is posted only after layered went up */
-		if (n <= 0 || !atomic_load(&scq->layered))
-			return n;
-		return fast_fixup(scq, ne, wc, n);
-	}
+	t.n = 0;
 	pthread_spin_lock(&scq->lock);
 	n = ring_pop(scq, wc, ne);
 	/*
@@ -726,6 +730,21 @@ int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
 	finish_round(scq, &t);
 	pthread_spin_unlock(&scq->lock);
 	return n;
+}
+
+int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
+{
+	int n;
+
+	if (ne <= 0)
+		return 0;
+	if (!cq_fast(scq))
+		return poll_layered(scq, ne, wc);
+	n = raw_poll(scq, ne, wc);
+	/* a layer WQE is posted only after layered went up */
+	if (n <= 0 || !atomic_load(&scq->layered))
+		return n;
+	return fast_fixup(scq, ne, wc, n);
 }
 
 int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only)

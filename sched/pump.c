@@ -344,16 +344,19 @@ static enum sverbs_batch_reason batch_reason(enum sv_pump_why why)
 
 /*
  * Whether the queued work may wait for a bigger batch: all of it of levels
- * that may be held, and (as Nagle's rule for TCP) the QP still has WQEs in
- * flight.  A doorbell on an idle QP starts the wire at once, and a program
- * that waits for each WR before posting the next (ping-pong) would only
- * wait for nothing; while the QP is busy, a held WR mostly waits behind the
- * work ahead of it anyway.
+ * that may be held, (as Nagle's rule for TCP) the QP still has WQEs in
+ * flight, and the application can still post.  A doorbell on an idle QP
+ * starts the wire at once, and a program that waits for each WR before
+ * posting the next (ping-pong) would only wait for nothing; while the QP is
+ * busy, a held WR mostly waits behind the work ahead of it anyway.  With
+ * every slot taken the poster must wait for a completion before its next
+ * WR (a closed loop at the send queue's depth): no bigger batch can form,
+ * so holding would only stall it.
  */
 static bool holdable(const struct sverbs_qp *sqp)
 {
 	return sqp->fence.head == SV_NONE && !sqp->queued_no_hold &&
-	       sqp->inflight_wqes && !sqp->hw_err && !sqp->dead;
+	       sqp->inflight_wqes && sqp->nfree && !sqp->hw_err && !sqp->dead;
 }
 
 /*

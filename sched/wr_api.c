@@ -31,8 +31,15 @@ static struct sverbs_qp *to_sqp(struct ibv_qp_ex *qpx)
 	return sv_objmap_lookup(qpx);
 }
 
-static __thread struct sverbs_qp *pt_batch;
-static __thread bool pt_batch_prio; /* a WR of it stated a priority */
+/*
+ * Read by every wr_* op of a pass-through batch: initial-exec, one load
+ * from the thread pointer, not a __tls_get_addr() call per op (a few bytes
+ * of the static TLS that glibc keeps for dlopen()ed libraries).
+ */
+#define SV_TLS __thread __attribute__((tls_model("initial-exec")))
+
+static SV_TLS struct sverbs_qp *pt_batch;
+static SV_TLS bool pt_batch_prio; /* a WR of it stated a priority */
 
 static bool in_pt_batch(const struct ibv_qp_ex *qpx)
 {

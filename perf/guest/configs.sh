@@ -12,19 +12,22 @@
 #   batching budget of PERF_BUDGET_US (default 50) microseconds; a trailing
 #   "q" (t1q, pl16q, latq): the sverbs side with SVERBS_PASSTHROUGH=off (the
 #   layer's queue instead of pass-through); "bl" (t1bl, t4bl): the budget
-#   with SVERBS_BATCH_LINGER=on.
-# shellcheck disable=SC2034  # bin, args and benv are for the caller
+#   with SVERBS_BATCH_LINGER=on.  mib: 1 MiB WRITEs, each signaled, 2
+#   outstanding; the sverbs side marks them SVERBS_PRIO(7) (bargs), so the
+#   layer slices them (what one slice costs: perf/guest/syscalls.sh).
+# shellcheck disable=SC2034  # bin, args, benv and bargs are for the caller
 bin=${PERF_BIN:?}/rate_bench
 
 # shellcheck disable=SC2034
 rate_config() {
-	benv=()
+	benv=() bargs=()
 	case $1 in
 	t1 | t1b | t1bl | t1q) args=(-T 1) ;;
 	t4 | t4b | t4bl | t4q) args=(-T 4) ;;
 	pl16 | pl16q) args=(-T 1 -l 16) ;;
 	t4pl16) args=(-T 4 -l 16) ;;
 	lat | latb | latq) args=(--lat) ;;
+	mib) args=(-T 1 -s 1M -c 1 --tx-depth 2) bargs=(--prio 7) ;;
 	*) return 1 ;;
 	esac
 	if [[ $1 == *b ]]; then benv=("SVERBS_BATCH_BUDGET_US=${PERF_BUDGET_US:-50}"); fi

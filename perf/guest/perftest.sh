@@ -8,7 +8,9 @@
 #   knobs: PERFTEST_BW_ITERS (default 20000), PERFTEST_LAT_ITERS (default 2000),
 #   PERFTEST_MODES (default "off on": the order of the runs; alternate it
 #   across repetitions so that neither side always goes first),
-#   PERFTEST_LABEL (copied into each line's "label", e.g. "rep=3")
+#   PERFTEST_LABEL (copied into each line's "label", e.g. "rep=3"),
+#   PERFTEST_SUFFIX (appended to each test's name, e.g. " budget 50us" when
+#   the caller exported SVERBS_BATCH_BUDGET_US for the SVERBS=on side)
 #
 # Prints one JSON line per (test, mode) on stdout: {"bench":"perftest",...},
 # perftest's own output on stderr.  Exit 1 if any run failed.
@@ -28,6 +30,7 @@ for t in "$@"; do
 	lat) tool=ib_write_lat args=(-s 64 -n "$lat_n") name="ib_write_lat 64B" ;;
 	*) echo "perftest: unknown test $t" >&2; exit 2 ;;
 	esac
+	name+=${PERFTEST_SUFFIX:-}
 	for m in ${PERFTEST_MODES:-off on}; do
 		port=$((port + 1))
 		export SVERBS=$m

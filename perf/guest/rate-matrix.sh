@@ -11,7 +11,9 @@
 #               SVERBS_BATCH_BUDGET_US=$PERF_BUDGET_US (default 50); a
 #               trailing "q" (t1q, pl16q, latq) with SVERBS_PASSTHROUGH=off;
 #               "perftest": perftest.sh lat bw bw-pl16 (two processes, both
-#               with SVERBS=off / on), in the repetition's order
+#               with SVERBS=off / on), in the repetition's order;
+#               "perftestb": perftest.sh lat bw with the SVERBS=on side
+#               budgeted (the tests' names end in " budget")
 #
 # Prints rate_bench's JSON lines on stdout (failed runs: a line with "error"),
 # human lines on stderr.  Exit 1 if any run failed.
@@ -29,6 +31,12 @@ for ((r = 1; r <= reps; r++)); do
 		if [ "$c" = perftest ]; then
 			PERFTEST_MODES="$modes" PERFTEST_LABEL="$label" \
 				"$(dirname "$0")/perftest.sh" lat bw bw-pl16 || fail=1
+			continue
+		fi
+		if [ "$c" = perftestb ]; then
+			SVERBS_BATCH_BUDGET_US=${PERF_BUDGET_US:-50} PERFTEST_SUFFIX=" budget" \
+				PERFTEST_MODES="$modes" PERFTEST_LABEL="$label" \
+				"$(dirname "$0")/perftest.sh" lat bw || fail=1
 			continue
 		fi
 		rate_config "$c" || { echo "rate-matrix: unknown config $c" >&2; exit 2; }

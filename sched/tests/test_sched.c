@@ -2401,6 +2401,32 @@ static void test_budget_holds_until_poll(void)
 	teardown();
 }
 
+/*
+ * A poster that has taken every slot of its QP must wait for a completion
+ * before it can post again (a closed loop at its send queue's depth, as
+ * perftest's bandwidth tests): its last WR rings at once with everything
+ * held, without a poll and without the budget's timer.
+ */
+static void test_budget_no_hold_when_full(void)
+{
+	struct ibv_wc wc[32];
+
+	budget_setup(10 * 1000 * 1000);
+	post_each(31, -1, 0);
+	/* the first goes at once, the rest wait: the poster could post more */
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 1);
+	CU_ASSERT_EQUAL(sqp[0]->queued, 30);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 1);
+	post_each(1, -1, 0);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 0);
+	/* all it may have in flight: the QP's depth is max_send_wr - 1 */
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 31);
+	CU_ASSERT_EQUAL(fk->doorbells, 2);
+	CU_ASSERT_FALSE(sqp[0]->held);
+	CU_ASSERT_EQUAL(drain(0, wc, 32), 32);
+	teardown();
+}
+
 /* Level 0 is never held; neither is a fence, and arm flushes. */
 static void test_budget_urgent_and_triggers(void)
 {
@@ -2946,6 +2972,8 @@ int main(void)
 		{ "pass-through: ibv_wr_* batches", test_pt_wr_api },
 		{ "pass-through: random", test_pt_random },
 		{ "budget: held until poll", test_budget_holds_until_poll },
+		{ "budget: no hold once the poster must wait",
+		  test_budget_no_hold_when_full },
 		{ "budget: level 0, arm, fence ring",
 		  test_budget_urgent_and_triggers },
 		{ "budget: timer sends held WRs", test_budget_timer },

@@ -261,9 +261,10 @@ struct rec_wr {
 };
 
 static struct {
-	int fails; /* stock post_send calls expected to fail */
-	int calls; /* rings: adapter post_send calls */
-	int n;	   /* WQEs recorded */
+	bool count; /* --count: no checks, no records (count_run()) */
+	int fails;  /* stock post_send calls expected to fail */
+	int calls;  /* rings: adapter post_send calls */
+	int n;	    /* WQEs recorded */
 	struct rec_wr w[REC_MAX];
 } rec;
 
@@ -291,6 +292,8 @@ int __wrap_mlx5_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	uint8_t want;
 
 	rec.calls++;
+	if (rec.count)
+		return __real_mlx5_post_send(qp, wr, bad_wr);
 	for (w = wr; w; w = w->next) {
 		struct rec_wr *r = &rec.w[rec.n % REC_MAX];
 
@@ -890,6 +893,147 @@ static void test_completions_wrap(void)
 	teardown();
 }
 
+/* ------------------------------------------------------------ counting */
+
+/*
+ * test_mlx5_adapter --count MODE PATTERN N: no test, the instructions the
+ * provider and the layer spend per WR, counted by callgrind
+ * (perf/run-insns.sh: --toggle-collect='insn_*', so the fake HCA is not
+ * counted).  MODE: stock (mlx5_post_send / mlx5_poll_cq on the QP, as a
+ * context without the layer calls them), pt (the layer in pass-through),
+ * queue (passthrough off), budget (a 50 us budget, which takes the queue).
+ * PATTERN: lat (post one signaled 64 B WRITE, run the HCA, poll it),
+ * burst16 (16 posts of one WR, the 16th signaled, then run and poll),
+ * list16 (the same 16 WRs in one post call: --post_list 16) or
+ * mib (one signaled 1 MiB WRITE, SVERBS_PRIO(7) through the layer: 4 KiB
+ * slices, the default window of 2; the HCA runs and the CQ is polled until
+ * it completes).  Each post goes
+ * through insn_post(), each poll through insn_poll(); the glue's
+ * dispatch in front of them (one load and test) is not counted.
+ */
+static bool count_stock;
+
+static __attribute__((noinline)) int insn_post(struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad = NULL;
+
+	if (count_stock)
+		return mlx5_post_send(&f.qp->verbs_qp.qp, wr, &bad);
+	return sverbs_post_send(f.qp->sv, wr, &bad);
+}
+
+static __attribute__((noinline)) int insn_poll(struct ibv_wc *wc, int ne)
+{
+	if (count_stock)
+		return mlx5_poll_cq(ibcq(), ne, wc);
+	return sverbs_poll_cq(f.cq->sv, ne, wc);
+}
+
+static int count_env(const char *mode)
+{
+	setenv("SVERBS_SLICE_ALWAYS", "0", 1);
+	setenv("SVERBS_WINDOW_SLICES", "2", 1); /* the default */
+	if (!strcmp(mode, "stock") || !strcmp(mode, "pt"))
+		return 0;
+	if (!strcmp(mode, "queue")) {
+		setenv("SVERBS_PASSTHROUGH", "off", 1);
+		return 0;
+	}
+	if (!strcmp(mode, "budget")) {
+		setenv("SVERBS_BATCH_BUDGET_US", "50", 1);
+		return 0;
+	}
+	return -1;
+}
+
+static struct {
+	const char *mode, *pattern;
+	long n;
+	int rc;
+} count_arg;
+
+/* A CUnit test, for the fakes' assertions: count_arg.rc says how it went. */
+static void count_run(void)
+{
+	const char *mode = count_arg.mode, *pattern = count_arg.pattern;
+	long n = count_arg.n;
+	bool mib = !strcmp(pattern, "mib");
+	uint32_t len = mib ? 1u << 20 : 64;
+	unsigned int flags = mib && strcmp(mode, "stock") ? SVERBS_PRIO(7) : 0;
+	bool list = !strcmp(pattern, "list16");
+	int burst = !strcmp(pattern, "burst16") || list ? 16 : 1;
+	struct ibv_send_wr wr[16];
+	struct ibv_sge sge[16];
+	struct ibv_wc wc[16];
+	long i, got;
+	int k, r;
+
+	if (count_env(mode) || (burst == 1 && !mib && strcmp(pattern, "lat")) ||
+	    n <= 0) {
+		fprintf(stderr, "usage: --count stock|pt|queue|budget "
+				"lat|burst16|list16|mib N\n");
+		count_arg.rc = 2;
+		return;
+	}
+	count_stock = !strcmp(mode, "stock");
+	rec.count = true;
+	setup(false, false);
+	for (i = 0; i < n; i++) {
+		for (k = 0; k < burst; k++) {
+			mkwr(&wr[k], &sge[k], (uint64_t)k, IBV_WR_RDMA_WRITE,
+			     len,
+			     flags | (k == burst - 1 ? IBV_SEND_SIGNALED : 0));
+			if (list && k < burst - 1) {
+				wr[k].next = &wr[k + 1];
+				continue;
+			}
+			if (insn_post(list ? &wr[0] : &wr[k])) {
+				fprintf(stderr, "count: post failed\n");
+				count_arg.rc = 1;
+				return;
+			}
+		}
+		for (got = 0, r = 0; !got; r++) {
+			if (r > 100000) {
+				fprintf(stderr, "count: no completion\n");
+				count_arg.rc = 1;
+				return;
+			}
+			hw_run();
+			got = insn_poll(wc, 16);
+			if (got < 0 ||
+			    (got && wc[0].status != IBV_WC_SUCCESS)) {
+				fprintf(stderr, "count: poll failed\n");
+				count_arg.rc = 1;
+				return;
+			}
+		}
+	}
+	teardown();
+	printf("count %s %s %ld WRs %d doorbells\n", mode, pattern, n * burst,
+	       rec.calls);
+}
+
+static int count_main(const char *mode, const char *pattern, long n)
+{
+	unsigned int fails;
+	CU_pSuite s;
+
+	count_arg.mode = mode;
+	count_arg.pattern = pattern;
+	count_arg.n = n;
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("count", NULL, NULL);
+	if (!s || !CU_add_test(s, "count", count_run))
+		return 1;
+	CU_basic_set_mode(CU_BRM_SILENT);
+	CU_basic_run_tests();
+	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+	CU_cleanup_registry();
+	return fails ? 1 : count_arg.rc;
+}
+
 /* ------------------------------------------------------------ main */
 
 extern char **environ;
@@ -924,7 +1068,7 @@ again:
 	setenv("SVERBS_BATCH_BUDGET_US", "0", 1);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
@@ -951,6 +1095,8 @@ int main(void)
 	unsigned int i, fails;
 
 	config_env();
+	if (argc == 5 && !strcmp(argv[1], "--count"))
+		return count_main(argv[2], argv[3], atol(argv[4]));
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
 	s = CU_add_suite("mlx5 adapter", NULL, NULL);
