@@ -5,11 +5,10 @@
 #include <sys/un.h>
 #include <toml++/toml.h>
 
-#include <cstddef>
-#include <cstring>
-
 #include <algorithm>
 #include <charconv>
+#include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -379,7 +378,8 @@ void parse_into(const toml::table& root, Config& c) {
                 else if (ctl == "aimd")
                     u.model = false;
                 else
-                    ur.fail_here(fmt::format("[upstream] controller '{}' must be \"slo\" or \"aimd\"", ctl));
+                    ur.fail_here(
+                        fmt::format("[upstream] controller '{}' must be \"slo\" or \"aimd\"", ctl));
             }
             ur.boolean("eager_when_idle", u.eager_when_idle);
             ur.integer("max_inflight_batches", u.max_inflight_batches, 1, 1024);
@@ -387,6 +387,9 @@ void parse_into(const toml::table& root, Config& c) {
             if (ur.endpoint("service", svc)) u.service = svc;
             ur.integer("pool", u.pool, 1, 100000);
             ur.integer("pipeline", u.pipeline, 1, 1024);
+            if (ur.string("batch_path", u.batch_path) && !u.batch_path.starts_with('/'))
+                ur.fail_here(
+                    fmt::format("[upstream] batch_path '{}' must start with /", u.batch_path));
             ur.integer("service_timeout_ms", u.service_timeout_ms, 1, 3600000);
             ur.integer("service_connect_timeout_ms", u.service_connect_timeout_ms, 1, 600000);
             ur.finish();
