@@ -365,7 +365,12 @@ void parse_into(const toml::table& root, Config& c) {
                         fmt::format("[upstream] class '{}' must be latency, normal or bulk", cls));
             }
             ur.integer("priority", u.priority, 0, 7);
+            const double slo_default = u.slo_p99_ms;
+            u.slo_p99_ms = -1;
             ur.number("slo_p99_ms", u.slo_p99_ms, 0.01, 600000.0);
+            u.shed = u.slo_p99_ms > 0;  // a stated objective is a promise: shed to keep it
+            if (!u.shed) u.slo_p99_ms = slo_default;
+            ur.boolean("shed", u.shed);
             ur.integer("max_batch", u.max_batch, 1, 65535);
             ur.integer("max_delay_us", u.max_delay_us, 0, 60000000);
             ur.integer("initial_batch", u.initial_batch, 1, 65535);

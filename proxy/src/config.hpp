@@ -54,6 +54,10 @@ struct UpstreamConfig {
     std::vector<std::string> egress;  // egress host names serving it (empty = all)
     int priority = 4;                 // sverbs level 0 (highest) .. 7
     double slo_p99_ms = 50.0;         // latency objective, end to end at the ingress
+    // controller = "slo": answer 503 + Retry-After when the objective cannot be met.  On only
+    // when the operator states slo_p99_ms (or shed = true): the 50 ms default sizes batches,
+    // it is no promise to the clients worth refusing requests for.
+    bool shed = false;
     uint32_t max_batch = 64;
     int64_t max_delay_us = 1000;
     uint32_t initial_batch = 8;
