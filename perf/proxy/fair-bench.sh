@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
         *) echo "fair-bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
-for b in sverbs-proxy sverbs-compute; do
+for b in sverbs-proxy sverbs-compute sverbs-openloop; do
     [ -x "$BUILD/proxy/$b" ] || { echo "no $BUILD/proxy/$b" >&2; exit 1; }
 done
 for p in nginx haproxy wrk curl taskset; do

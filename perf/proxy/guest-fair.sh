@@ -16,11 +16,12 @@
 # in an order rotated every round (alternated), each `wrk -t1 -cN -dSs --latency` after a 1 s
 # warm-up; CPU-seconds of the target's processes per 1,000 requests from /proc/<pid>/stat.
 # Open loop: then, at LOADS (fractions of nginx's median maximum for that point, default
-# 0.25 0.5 0.75 0.9) every target gets the same constant offered rate from openloop.py
+# 0.25 0.5 0.75 0.9) every target gets the same constant offered rate from sverbs-openloop
 # (latency from the scheduled send time: coordinated omission corrected), p50/p99/p99.9.
 # One JSON line per run on stdout (kind "closed" or "open"); progress on stderr.
 set -u
 PROXY=$1 COMPUTE=$2 ROUNDS=$3 SECS=$4 WORKERS=$5
+OPENLOOP=$(dirname "$PROXY")/sverbs-openloop  # proxy/tools/openloop.cpp, built beside the proxy
 read -r -a TARGETS <<< "$6"
 read -r -a WORKLOADS <<< "$7"
 read -r -a CONNS <<< "$8"
@@ -41,16 +42,20 @@ PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill -9 $p 2>/dev/null; done; wait 2>/dev/null' EXIT
 MAXC=0
 for c in "${CONNS[@]}"; do [ "$c" -gt $MAXC ] && MAXC=$c; done
+# Background processes are started with taskset itself, never through these functions: `f &`
+# forks a subshell, so $! would be the subshell's pid, whose own CPU time stays 0 (that made
+# the CPU-seconds of every target but nginx, whose pids come from its pid file, read 0).
+# taskset execs the program: $! of `taskset ... &` is the program's pid.
 on_proxy_cpu() { taskset -c "$PROXY_CPUS" "$@"; }
 on_load_cpu() { taskset -c "$LOAD_CPUS" "$@"; }
 declare -A TPIDS  # target -> its processes (CPU accounting)
 
-on_load_cpu "$COMPUTE" -l $SVC -w 1 > "$D/compute.log" 2>&1 &
+taskset -c "$LOAD_CPUS" "$COMPUTE" -l $SVC -w 1 > "$D/compute.log" 2>&1 &
 PIDS+=($!)
 TPIDS[direct]=$!
 
 nginx_conf "$D/nginx" on "$WORKERS" "$MAXC"
-on_proxy_cpu nginx -p "$D/nginx" -c "$D/nginx/nginx.conf" > "$D/nginx/stdout.log" 2>&1 &
+taskset -c "$PROXY_CPUS" nginx -p "$D/nginx" -c "$D/nginx/nginx.conf" > "$D/nginx/stdout.log" 2>&1 &
 PIDS+=($!)
 
 cat > "$D/haproxy.cfg" << EOF
@@ -71,7 +76,7 @@ frontend fe
 backend be
     server compute $SVC maxconn $MAXC
 EOF
-on_proxy_cpu haproxy -f "$D/haproxy.cfg" -db > "$D/haproxy.log" 2>&1 &
+taskset -c "$PROXY_CPUS" haproxy -f "$D/haproxy.cfg" -db > "$D/haproxy.log" 2>&1 &
 PIDS+=($!)
 TPIDS[haproxy]=$!
 
@@ -116,10 +121,10 @@ for t in "${TARGETS[@]}"; do
         tcp-p* | rdma-p*)
             tr=${t%%-*} pl=${t#*-p} p=$(port_of "$t")
             sv_conf "$tr" "$p" $((p - 1000)) "$pl" > "$D/$t.toml"
-            on_proxy_cpu "$PROXY" -c "$D/$t.toml" --role egress > "$D/$t-egress.log" 2>&1 &
+            taskset -c "$PROXY_CPUS" "$PROXY" -c "$D/$t.toml" --role egress > "$D/$t-egress.log" 2>&1 &
             PIDS+=($!)
             e=$!
-            on_proxy_cpu "$PROXY" -c "$D/$t.toml" --role ingress > "$D/$t-ingress.log" 2>&1 &
+            taskset -c "$PROXY_CPUS" "$PROXY" -c "$D/$t.toml" --role ingress > "$D/$t-ingress.log" 2>&1 &
             PIDS+=($!)
             TPIDS[$t]="$e $!"
             ;;
@@ -211,8 +216,9 @@ for w in "${WORKLOADS[@]}"; do
                 for k in $(seq 0 $((nt - 1))); do
                     t=${TARGETS[$(((k + r - 1) % nt))]}
                     u="$(url_of "$t")$(path_of "$w")"
-                    out=$(on_load_cpu /usr/bin/python3 "$HERE/openloop.py" "$u" --rate "$rate" \
-                        --duration "$SECS" --connections "$c" --method POST --body "$(body_of "$w")")
+                    # exit status 1 = some requests failed: counted in the JSON ("errors")
+                    out=$(on_load_cpu "$OPENLOOP" "$u" --rate "$rate" \
+                        --duration "$SECS" --connections "$c" --method POST --body "$(body_of "$w")" || true)
                     echo "$out" | /usr/bin/python3 -c "import json,sys; d=json.load(sys.stdin); d.update(kind='open', target='$t', workload='$w', conns=$c, round=$r, load=$load, nginx_max=$max); print(json.dumps(d))"
                     log "open $w c=$c load=$load (${rate}/s) round $r $t: $(echo "$out" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print("p99 %.1f ms, %d errors" % (d["p99_ms"], d["errors"]))')"
                 done

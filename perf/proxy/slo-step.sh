@@ -4,7 +4,7 @@
 #   perf/proxy/slo-step.sh [-s "RATE:SECONDS,..."] [-p PATH] [-o NAME] [--slo MS]
 #
 # Starts sverbs-compute (1 worker), an egress and an ingress (TCP channel, controller =
-# "slo"), offers the step load with openloop.py (default 200/s for 4 s, 1500/s for 4 s,
+# "slo"), offers the step load with sverbs-openloop (default 200/s for 4 s, 1500/s for 4 s,
 # 200/s for 4 s on /matmul?n=8) and samples the ingress's /metrics every 100 ms: the
 # controller's batch size target, the model S(b) = alpha + beta b and arrival rate, the
 # window p99 and the requests shed (503).  Writes perf/proxy/results/NAME.csv,
@@ -96,7 +96,7 @@ sample() {
 sample >> "$csv" &
 SAMPLER=$!
 PIDS+=($SAMPLER)
-$PY "$HERE/openloop.py" "http://127.0.0.1:$P_IN$path" --method POST --steps "$steps" \
+"$BUILD/proxy/sverbs-openloop" "http://127.0.0.1:$P_IN$path" --method POST --steps "$steps" \
     --connections 64 --series "$lat" --json "$D/ol.json" || true
 kill "$SAMPLER" 2> /dev/null || true
 cat "$D/ol.json"

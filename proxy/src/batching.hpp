@@ -44,6 +44,7 @@ struct BatchParams {
     bool eager_when_idle = true;
     uint32_t max_inflight_batches = 2;
     bool model = false;  // SloController instead of AIMD
+    bool shed = true;    // model: answer 503 when the target cannot be met
 };
 
 class BatchPolicy {
@@ -71,7 +72,7 @@ class BatchPolicy {
     void on_arrival(int64_t now_ns);
     void on_batch(uint32_t size, int64_t service_ns, int64_t now_ns);
     bool should_shed(size_t ahead, int64_t now_ns) const {
-        return p_.model && p_.adaptive && slo_.should_shed(ahead, now_ns);
+        return p_.model && p_.adaptive && p_.shed && slo_.should_shed(ahead, now_ns);
     }
     const SloController& slo() const { return slo_; }
 

@@ -5,11 +5,10 @@
 #include <sys/un.h>
 #include <toml++/toml.h>
 
-#include <cstddef>
-#include <cstring>
-
 #include <algorithm>
 #include <charconv>
+#include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -366,7 +365,12 @@ void parse_into(const toml::table& root, Config& c) {
                         fmt::format("[upstream] class '{}' must be latency, normal or bulk", cls));
             }
             ur.integer("priority", u.priority, 0, 7);
+            const double slo_default = u.slo_p99_ms;
+            u.slo_p99_ms = -1;
             ur.number("slo_p99_ms", u.slo_p99_ms, 0.01, 600000.0);
+            u.shed = u.slo_p99_ms > 0;  // a stated objective is a promise: shed to keep it
+            if (!u.shed) u.slo_p99_ms = slo_default;
+            ur.boolean("shed", u.shed);
             ur.integer("max_batch", u.max_batch, 1, 65535);
             ur.integer("max_delay_us", u.max_delay_us, 0, 60000000);
             ur.integer("initial_batch", u.initial_batch, 1, 65535);
@@ -379,7 +383,8 @@ void parse_into(const toml::table& root, Config& c) {
                 else if (ctl == "aimd")
                     u.model = false;
                 else
-                    ur.fail_here(fmt::format("[upstream] controller '{}' must be \"slo\" or \"aimd\"", ctl));
+                    ur.fail_here(
+                        fmt::format("[upstream] controller '{}' must be \"slo\" or \"aimd\"", ctl));
             }
             ur.boolean("eager_when_idle", u.eager_when_idle);
             ur.integer("max_inflight_batches", u.max_inflight_batches, 1, 1024);
@@ -387,6 +392,9 @@ void parse_into(const toml::table& root, Config& c) {
             if (ur.endpoint("service", svc)) u.service = svc;
             ur.integer("pool", u.pool, 1, 100000);
             ur.integer("pipeline", u.pipeline, 1, 1024);
+            if (ur.string("batch_path", u.batch_path) && !u.batch_path.starts_with('/'))
+                ur.fail_here(
+                    fmt::format("[upstream] batch_path '{}' must start with /", u.batch_path));
             ur.integer("service_timeout_ms", u.service_timeout_ms, 1, 3600000);
             ur.integer("service_connect_timeout_ms", u.service_connect_timeout_ms, 1, 600000);
             ur.finish();

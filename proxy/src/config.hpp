@@ -1,13 +1,13 @@
 // Configuration model and TOML loader (toml++). One file describes both roles.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <sys/socket.h>
 
 #include "common.hpp"
 
@@ -54,6 +54,10 @@ struct UpstreamConfig {
     std::vector<std::string> egress;  // egress host names serving it (empty = all)
     int priority = 4;                 // sverbs level 0 (highest) .. 7
     double slo_p99_ms = 50.0;         // latency objective, end to end at the ingress
+    // controller = "slo": answer 503 + Retry-After when the objective cannot be met.  On only
+    // when the operator states slo_p99_ms (or shed = true): the 50 ms default sizes batches,
+    // it is no promise to the clients worth refusing requests for.
+    bool shed = false;
     uint32_t max_batch = 64;
     int64_t max_delay_us = 1000;
     uint32_t initial_batch = 8;
@@ -68,6 +72,10 @@ struct UpstreamConfig {
     // Requests pipelined (HTTP/1.1) on one service connection: a batch leaves in one write
     // and its answers come back in few reads.  1 = one request per connection at a time.
     uint32_t pipeline = 1;
+    // The service's batch endpoint (e.g. "/batch" of sverbs-compute); empty = none: every
+    // request is forwarded by itself.  A batch of queued requests goes as one POST whose body
+    // is their HTTP/1.1 pipeline (application/http); a 404/405/501 answer turns it off.
+    std::string batch_path;
     int64_t service_timeout_ms = 5000;
     int64_t service_connect_timeout_ms = 1000;
 };
@@ -100,8 +108,8 @@ struct IngressConfig {
     int64_t send_timeout_ms = 10000;     // a response not drained by the client
     int64_t request_timeout_ms = 10000;  // upstream answer (-> 504)
     int64_t drain_timeout_ms = 10000;
-    std::string metrics_path = "/metrics";       // on metrics_listen only
-    std::optional<Endpoint> metrics_listen;       // /metrics and /healthz (worker 0)
+    std::string metrics_path = "/metrics";   // on metrics_listen only
+    std::optional<Endpoint> metrics_listen;  // /metrics and /healthz (worker 0)
     // Memory: request bytes buffered per connection (pipelined input + a body being read)
     // before reading from it pauses, and per worker in total before new input is shed (503).
     uint64_t connection_buffer_bytes = 256 * 1024;

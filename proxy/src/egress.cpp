@@ -32,6 +32,10 @@ struct Job {
     int attempts = 0;
     int64_t start = 0;
     uint32_t hold = UINT32_MAX;  // the request frame whose credit waits for this answer
+    // A batch request to the service's batch endpoint: the requests it carries, in order
+    // (they are answered from its answer); empty for a request of a client.
+    std::vector<Job*> batch;
+    Service* svc = nullptr;  // batch requests: where to re-queue them
 };
 
 // A request frame's credit, held until every request in it is answered (bounds the work
@@ -76,6 +80,7 @@ struct Service {
     std::vector<ServiceConn*> idle;
     std::deque<Job*> queue;
     size_t open = 0;
+    bool batch_off = false;  // the service answered its batch endpoint 404/405/501
 };
 
 struct ChanOut {
@@ -111,6 +116,8 @@ class Egress final : public ChannelEvents, public WorkerBase {
     void free_job(Job* j);
     void dispatch(Service& s);
     void assign(ServiceConn& c, Service& s, size_t n);
+    Job* take(Service& s);
+    void complete_batch(Job* b, int status, std::string_view headers, std::string_view body);
     void start_answer(ServiceConn& c);
     void requeue_or_fail(ServiceConn& c, bool not_processed);
     void on_reload(std::shared_ptr<const Config> cfg) override;
@@ -136,6 +143,7 @@ class Egress final : public ChannelEvents, public WorkerBase {
     std::unique_ptr<SimpleServer> metrics_srv_;
     int64_t next_sweep_ = 0;
     HttpLimits svc_limits_;
+    std::unique_ptr<HttpParser> batch_parser_;  // splits a batch answer into its answers
     ChannelStats dead_stats_;
     ChannelMetrics* cm_ = nullptr;
     std::unordered_map<uint32_t, Channel*> live_;
@@ -254,6 +262,9 @@ Job* Egress::new_job() {
     j->attempts = 0;
     j->request.clear();
     j->hold = UINT32_MAX;
+    j->head = j->idempotent = false;
+    j->batch.clear();
+    j->svc = nullptr;
     jobs_live_++;
     return j;
 }
@@ -414,9 +425,8 @@ void Egress::dispatch(Service& s) {
 // The next n queued jobs go to c: their requests leave in one write.
 void Egress::assign(ServiceConn& c, Service& s, size_t n) {
     const bool was_empty = c.jobs.empty();
-    for (size_t k = 0; k < n; ++k) {
-        Job* j = s.queue.front();
-        s.queue.pop_front();
+    for (size_t k = 0; k < n && !s.queue.empty(); ++k) {
+        Job* j = take(s);
         c.s.out().append(j->request);
         c.jobs.push_back(j);
         j->attempts++;
@@ -426,6 +436,81 @@ void Egress::assign(ServiceConn& c, Service& s, size_t n) {
     if (was_empty) start_answer(c);
     c.s.flush();
     m_.service_writes.inc();
+}
+
+// The next job for the service.  With a batch endpoint (batch_path), the client requests at
+// the head of the queue go together as one POST whose body is their HTTP/1.1 pipeline
+// (application/http, RFC 9112 10.1); the service answers with the pipeline of their answers.
+// HEAD stays out (its answer has no body to delimit); a re-queued batch goes as it was.
+Job* Egress::take(Service& s) {
+    auto batchable = [](const Job* j) { return j->batch.empty() && !j->head; };
+    Job* j = s.queue.front();
+    s.queue.pop_front();
+    if (s.cfg.batch_path.empty() || s.batch_off || !batchable(j) || s.queue.empty() ||
+        !batchable(s.queue.front()))
+        return j;
+    Job* b = new_job();
+    b->svc = &s;
+    b->start = j->start;
+    b->idempotent = true;
+    std::string body;
+    const size_t max_count = std::max<uint32_t>(2, s.cfg.max_batch);
+    const uint64_t max_bytes = svc_limits_.max_body_bytes;
+    while (true) {
+        b->batch.push_back(j);
+        b->idempotent = b->idempotent && j->idempotent;
+        body.append(j->request);
+        if (s.queue.empty() || b->batch.size() >= max_count || !batchable(s.queue.front()) ||
+            body.size() + s.queue.front()->request.size() > max_bytes)
+            break;
+        j = s.queue.front();
+        s.queue.pop_front();
+    }
+    auto& q = b->request;
+    q.append("POST ").append(s.cfg.batch_path).append(" HTTP/1.1\r\n");
+    q.append("Host: ").append(s.cfg.service->text).append("\r\n");
+    q.append("Content-Type: application/http; msgtype=request\r\n");
+    q.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n\r\n");
+    q.append(body);
+    m_.service_batches.inc();
+    return b;
+}
+
+// The answer to a batch request: each of its requests gets its own answer out of it.
+void Egress::complete_batch(Job* b, int status, std::string_view headers, std::string_view body) {
+    auto subs = std::exchange(b->batch, {});
+    Service& s = *b->svc;
+    free_job(b);
+    if (status == 404 || status == 405 || status == 501) {
+        // No batch endpoint there: forward one by one from now on.  The service did not
+        // process these requests, so they go again, first in line.
+        spdlog::warn("service {}: {} answered {}: batching off", s.name, s.cfg.batch_path, status);
+        s.batch_off = true;
+        for (auto it = subs.rbegin(); it != subs.rend(); ++it) s.queue.push_front(*it);
+        return;
+    }
+    size_t i = 0;
+    if (status == 200) {
+        if (!batch_parser_)
+            batch_parser_ = std::make_unique<HttpParser>(HttpParser::Mode::Response, svc_limits_);
+        auto& p = *batch_parser_;
+        p.reset();
+        while (i < subs.size() && !body.empty()) {
+            auto pr = p.feed(body);
+            if (pr.state != HttpParser::State::Complete) break;
+            body.remove_prefix(std::min(pr.consumed, body.size()));
+            complete(subs[i++], p.status, p.headers, p.body);
+            p.next();
+        }
+        // Processed or not is unknown for the rest: answered, never sent again.
+        for (; i < subs.size(); ++i) {
+            m_.service_errors.inc();
+            fail(subs[i], 502, "batch answer from the service is short or malformed\n");
+        }
+        p.release_buffers();
+        return;
+    }
+    for (Job* j : subs) complete(j, status, headers, body);
 }
 
 // The parser is set up for the answer to jobs.front().
@@ -544,6 +629,10 @@ void Egress::conn_closed(ServiceConn& c) {
 }
 
 void Egress::complete(Job* j, int status, std::string_view headers, std::string_view body) {
+    if (!j->batch.empty()) {
+        complete_batch(j, status, headers, body);
+        return;
+    }
     if (status >= 0 && status < 600) m_.status[static_cast<size_t>(status)].inc();
     auto it = outs_.find(j->channel_id);
     if (it != outs_.end() && it->second.epoch == j->channel_epoch) {

@@ -30,6 +30,7 @@ BatchParams batch_params(const UpstreamConfig& u) {
     p.eager_when_idle = u.eager_when_idle;
     p.max_inflight_batches = u.max_inflight_batches;
     p.model = u.model;
+    p.shed = u.shed;
     return p;
 }
 

@@ -55,7 +55,8 @@ std::string MetricsRegistry::render() const {
     std::string o;
     o.reserve(16384);
     std::map<std::string, std::array<uint64_t, 600>> status;
-    std::map<std::string, uint64_t> req, acc, rej, tmo, bad, svc_req, svc_err, svc_retry, svc_wr;
+    std::map<std::string, uint64_t> req, acc, rej, tmo, bad, svc_req, svc_err, svc_retry, svc_wr,
+        svc_batch;
     std::map<std::string, int64_t> open, inflight, svc_conns, svc_queue;
     for (auto& w : workers_) {
         auto& s = status[w->role];
@@ -71,6 +72,7 @@ std::string MetricsRegistry::render() const {
         svc_err[w->role] += w->service_errors.get();
         svc_retry[w->role] += w->service_retries.get();
         svc_wr[w->role] += w->service_writes.get();
+        svc_batch[w->role] += w->service_batches.get();
         svc_conns[w->role] += w->service_connections.get();
         svc_queue[w->role] += w->service_queue.get();
     }
@@ -103,6 +105,8 @@ std::string MetricsRegistry::render() const {
     emit("sverbs_proxy_service_writes_total", "counter",
          "Writes of requests to the service (egress); requests / writes = pipelining depth.",
          svc_wr);
+    emit("sverbs_proxy_service_batches_total", "counter",
+         "Batch requests to the service's batch endpoint (egress, batch_path).", svc_batch);
     emit("sverbs_proxy_service_connections", "gauge", "Open connections to the service (egress).",
          svc_conns);
     emit("sverbs_proxy_service_queue", "gauge",
@@ -169,16 +173,19 @@ std::string MetricsRegistry::render() const {
              "predicted they would miss the target.\n# TYPE sverbs_proxy_slo_shed_total counter\n";
         for (auto& w : workers_)
             for (auto& u : w->upstreams)
-                o += fmt::format("sverbs_proxy_slo_shed_total{{upstream=\"{}\",worker=\"{}\"}} {}\n",
-                                 u.name, w->worker, u.shed.get());
+                o +=
+                    fmt::format("sverbs_proxy_slo_shed_total{{upstream=\"{}\",worker=\"{}\"}} {}\n",
+                                u.name, w->worker, u.shed.get());
         o += "# HELP sverbs_proxy_slo_model Batch service time model S(b) = alpha + beta b "
              "(seconds) and arrival rate (1/s).\n# TYPE sverbs_proxy_slo_model gauge\n";
         for (auto& w : workers_)
             for (auto& u : w->upstreams)
                 o += fmt::format(
-                    "sverbs_proxy_slo_model{{upstream=\"{0}\",worker=\"{1}\",param=\"alpha\"}} {2}\n"
+                    "sverbs_proxy_slo_model{{upstream=\"{0}\",worker=\"{1}\",param=\"alpha\"}} "
+                    "{2}\n"
                     "sverbs_proxy_slo_model{{upstream=\"{0}\",worker=\"{1}\",param=\"beta\"}} {3}\n"
-                    "sverbs_proxy_slo_model{{upstream=\"{0}\",worker=\"{1}\",param=\"rate\"}} {4}\n",
+                    "sverbs_proxy_slo_model{{upstream=\"{0}\",worker=\"{1}\",param=\"rate\"}} "
+                    "{4}\n",
                     u.name, w->worker, u.model_alpha_ns.get() / 1e9, u.model_beta_ns.get() / 1e9,
                     u.model_rate.get());
         o += "# HELP sverbs_proxy_batch_delay_budget_seconds Adaptive batching delay budget.\n# "

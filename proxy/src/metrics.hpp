@@ -85,6 +85,7 @@ struct WorkerMetrics {
     Gauge connections_open, inflight;
     // egress: requests forwarded to the service, its connections
     Counter service_requests, service_errors, service_retries, service_writes;
+    Counter service_batches;  // batch requests to the service's batch endpoint
     Gauge service_connections, service_queue;
     std::deque<UpstreamMetrics> upstreams;  // deque: stable addresses
     std::deque<ChannelMetrics> channels;

@@ -34,7 +34,7 @@
 #include <mutex>
 #include <random>
 
-#include "channel_core.hpp"
+#include "channel_fsm.hpp"
 #include "transport.hpp"
 #include "uring.hpp"
 
@@ -84,62 +84,44 @@ inline uint64_t wr_index(uint64_t id) {
     return id & ((1ull << 56) - 1);
 }
 
-class RdmaChannel final : public Channel {
+class RdmaChannel final : public ChannelFsm {
   public:
     RdmaChannel(RdmaTransport& t, ChannelEvents& ev, bool active, Endpoint ep,
                 Endpoint source = {});
-    ~RdmaChannel() override { teardown(); }
+    ~RdmaChannel() override;
 
-    bool up() const override { return state_ == State::Up; }
-    bool can_send() const override {
-        // One send slot stays free for control frames.
-        return up() && !core_.peer_draining && core_.send.can_send() && free_slots_.size() > 1;
-    }
     Status send(std::string_view frame, int prio) override;
-    void goodbye() override {
-        if (!said_goodbye_ && up()) send_control(FrameType::Goodbye);
-        said_goodbye_ = true;
-    }
     void close() override;
-    uint32_t credits_available() const override { return core_.send.available(); }
-    uint32_t credits_owed() const override { return core_.ret.owed(); }
-    const ChannelStats& stats() const override { return stats_; }
     std::string_view transport_name() const override { return "rdma"; }
-    bool peer_draining() const override { return core_.peer_draining; }
-    void release_credit() override {
-        if (!up()) return;
-        core_.ret.release(1);
-        if (core_.ret.explicit_due()) send_control(FrameType::Credit);
-    }
 
     // rdmacm events routed here by the transport
     void on_cm_event(rdma_cm_event& e);
     Status accept_from(rdma_cm_id* id);
-    int64_t tick(int64_t now);
-    bool dead() const { return state_ == State::Dead; }
 
   private:
-    enum class State { Idle, Resolving, Connecting, Handshake, Up, Dead };
+    // ChannelFsm's link hooks
+    bool link_connect(int64_t now) override;
+    void link_abort(const std::string& why) override { down(why); }
+    void send_control(FrameType t) override;
+    // One send slot stays free for control frames.
+    bool link_ready() const override { return free_slots_.size() > 1; }
+    Status link_hello(const Hello& h) override;
+    std::optional<int64_t> link_tick_up(int64_t now) override;
+
     Status setup_resources(rdma_cm_id* id);
-    void start_connect(int64_t now);
     void teardown();
     void down(const std::string& why);
     void poll_cq();
     void post_recv(uint32_t idx);
     void handle_frame(const char* p, size_t n);
-    void send_control(FrameType t);
-    void send_hello();
     void flush_pending_control();
     Status post(std::string_view frame, int prio, bool data);
     bool sends_outstanding() const;
     void maybe_disconnect(int64_t now);
 
     RdmaTransport& t_;
-    ChannelEvents& ev_;
-    bool active_;
     Endpoint ep_;
     Endpoint source_;  // dial from this local address (selects the device); empty: any
-    State state_ = State::Idle;
     rdma_cm_id* id_ = nullptr;
     ibv_pd* pd_ = nullptr;
     ibv_comp_channel* cc_ = nullptr;
@@ -148,16 +130,13 @@ class RdmaChannel final : public Channel {
     Region recv_, send_, ring_, stage_;
     uint32_t nslots_ = 0, slot_bytes_ = 0;
     std::vector<uint32_t> free_slots_;
-    ChannelCore core_;
     RingAllocator peer_ring_;   // space in the peer's ring
     RingAllocator stage_ring_;  // local staging for WRITEs (freed on completion, FIFO)
     std::deque<uint64_t> stage_units_;
     RingReclaimer my_ring_;
     uint64_t peer_ring_addr_ = 0;
     uint32_t peer_ring_rkey_ = 0;
-    ChannelStats stats_;
-    int64_t backoff_ms_ = 0, next_connect_ = 0, deadline_ = 0;
-    bool shutting_down_ = false, said_goodbye_ = false, hello_sent_ = false;
+    bool hello_sent_ = false;
     std::vector<FrameType> pending_ctl_;  // control frames that found no free send slot
     bool down_ = false;                   // inside down(): harvesting the CQ
     int64_t disconnect_at_ = 0;           // close() waits for send completions until then
@@ -380,12 +359,18 @@ class RdmaTransport final : public Transport {
 
 RdmaChannel::RdmaChannel(RdmaTransport& t, ChannelEvents& ev, bool active, Endpoint ep,
                          Endpoint source)
-    : t_(t), ev_(ev), active_(active), ep_(std::move(ep)), source_(std::move(source)) {
-    backoff_ms_ = t_.opts().channel.reconnect_min_ms;
+    : ChannelFsm(ev, t.opts(), active, t.rng()),
+      t_(t),
+      ep_(std::move(ep)),
+      source_(std::move(source)) {}
+
+RdmaChannel::~RdmaChannel() {
+    teardown();
+    if (active_) t_.forget(this);
 }
 
 Status RdmaChannel::setup_resources(rdma_cm_id* id) {
-    const auto& c = t_.opts().channel;
+    const auto& c = opts_.channel;
     id_ = id;
     id_->context = this;
     pd_ = ibv_alloc_pd(id_->verbs);
@@ -450,7 +435,6 @@ void RdmaChannel::teardown() {
     cc_ = nullptr;
     pd_ = nullptr;
     id_ = nullptr;
-    if (active_) t_.forget(this);
 }
 
 Status RdmaChannel::accept_from(rdma_cm_id* id) {
@@ -464,39 +448,34 @@ Status RdmaChannel::accept_from(rdma_cm_id* id) {
     p.rnr_retry_count = 7;
     if (rdma_accept(id_, &p))
         return make_error(fmt::format("rdma_accept: {}", std::strerror(errno)));
-    state_ = State::Connecting;
-    deadline_ = now_ns() + t_.opts().channel.connect_timeout_ms * kMs;
+    link_connecting(now_ns());
     return {};
 }
 
-void RdmaChannel::start_connect(int64_t now) {
+bool RdmaChannel::link_connect(int64_t now) {
     auto a = resolve(ep_);
-    deadline_ = now + t_.opts().channel.connect_timeout_ms * kMs;
     Result<SockAddr> src = SockAddr{};
     if (!source_.host.empty()) src = resolve(source_);
     if (!a || !src) {
         spdlog::warn("channel {}: {}", name, (!a ? a : src).error().message);
-        next_connect_ = now + backoff_ms_ * kMs;
-        return;
+        return false;
     }
     if (rdma_create_id(t_.ec(), &id_, this, RDMA_PS_TCP)) {
         id_ = nullptr;
-        next_connect_ = now + backoff_ms_ * kMs;
-        return;
+        return false;
     }
+    link_connecting(now);  // address and route resolution, then rdma_connect
     sockaddr* from = source_.host.empty() ? nullptr : reinterpret_cast<sockaddr*>(&src->addr);
     if (rdma_resolve_addr(id_, from, reinterpret_cast<sockaddr*>(&a->addr),
-                          static_cast<int>(t_.opts().channel.connect_timeout_ms))) {
+                          static_cast<int>(opts_.channel.connect_timeout_ms)))
         down(fmt::format("rdma_resolve_addr {}: {}", ep_.text, std::strerror(errno)));
-        return;
-    }
-    state_ = State::Resolving;
+    return true;
 }
 
 void RdmaChannel::on_cm_event(rdma_cm_event& e) {
     switch (e.event) {
         case RDMA_CM_EVENT_ADDR_RESOLVED:
-            if (rdma_resolve_route(id_, static_cast<int>(t_.opts().channel.connect_timeout_ms)))
+            if (rdma_resolve_route(id_, static_cast<int>(opts_.channel.connect_timeout_ms)))
                 down("rdma_resolve_route failed");
             break;
         case RDMA_CM_EVENT_ROUTE_RESOLVED: {
@@ -509,20 +488,11 @@ void RdmaChannel::on_cm_event(rdma_cm_event& e) {
             p.initiator_depth = 1;
             p.retry_count = 7;
             p.rnr_retry_count = 7;
-            if (rdma_connect(id_, &p))
-                down("rdma_connect failed");
-            else
-                state_ = State::Connecting;
+            if (rdma_connect(id_, &p)) down("rdma_connect failed");
             break;
         }
         case RDMA_CM_EVENT_ESTABLISHED:
-            // The passive side may already have the peer's Hello (the completion channel
-            // and the rdmacm channel are separate fds): then it is up and answered already.
-            if (state_ != State::Up) {
-                state_ = State::Handshake;
-                core_.mark_up(now_ns());
-            }
-            send_hello();
+            link_established(now_ns());
             break;
         case RDMA_CM_EVENT_ADDR_ERROR:
         case RDMA_CM_EVENT_ROUTE_ERROR:
@@ -545,28 +515,14 @@ void RdmaChannel::down(const std::string& why) {
     down_ = true;
     // Deliver every frame that completed before the failure (a drain's last answers), then
     // disconnect: rdma_disconnect moves the QP to error and flushes what was not polled.
-    if (cq_ && (state_ == State::Up || state_ == State::Handshake)) poll_cq();
+    if (cq_ && connecting_or_up()) poll_cq();
     down_ = false;
-    bool was_up = state_ == State::Up;
-    if (was_up || state_ == State::Handshake) spdlog::warn("channel {} (rdma): {}", name, why);
-    if (id_ && (state_ == State::Up || state_ == State::Handshake)) rdma_disconnect(id_);
-    bool keep_registered = active_;
-    active_ = false;  // teardown() must not unregister us from the transport
+    if (connecting_or_up()) {
+        spdlog::warn("channel {} (rdma): {}", name, why);
+        if (id_) rdma_disconnect(id_);
+    }
     teardown();
-    active_ = keep_registered;
-    int64_t now = now_ns();
-    if (active_ && !shutting_down_) {
-        state_ = State::Idle;
-        std::uniform_int_distribution<int64_t> jitter(0, backoff_ms_ / 4 + 1);
-        next_connect_ = now + (backoff_ms_ + jitter(t_.rng())) * kMs;
-        backoff_ms_ = std::min(backoff_ms_ * 2, t_.opts().channel.reconnect_max_ms);
-    } else {
-        state_ = State::Dead;
-    }
-    if (was_up) {
-        stats_.disconnects++;
-        ev_.on_channel_down(*this);
-    }
+    link_lost();
 }
 
 void RdmaChannel::post_recv(uint32_t idx) {
@@ -599,7 +555,8 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
     } else {
         if (!data) return make_error("control frame too large");
         if (!peer_ring_.can_alloc(frame.size()) || !stage_ring_.can_alloc(frame.size()))
-            return make_error(Errc::NoCredit, "no credit");  // ring space is a credit too: wait for returns
+            return make_error(Errc::NoCredit,
+                              "no credit");  // ring space is a credit too: wait for returns
         auto roff = peer_ring_.alloc(frame.size());
         const uint64_t used = stage_ring_.used_bytes();
         auto loff = stage_ring_.alloc(frame.size());
@@ -625,9 +582,7 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
     if (int rc = ibv_post_send(id_->qp, &wr, &bad); rc)
         return make_error(fmt::format("ibv_post_send: {}", std::strerror(rc)));
     if (slot != UINT32_MAX) free_slots_.pop_back();
-    stats_.frames_tx++;
-    stats_.bytes_tx += frame.size();
-    core_.sent(now_ns());
+    counted_tx(frame.size());
     return {};
 }
 
@@ -645,14 +600,12 @@ Status RdmaChannel::send(std::string_view frame, int prio) {
     return st;
 }
 
-void RdmaChannel::send_hello() {
-    if (hello_sent_ || !id_ || !id_->qp) return;
-    hello_sent_ = true;
-    send_control(FrameType::Hello);
-}
-
 void RdmaChannel::send_control(FrameType t) {
     if (!id_ || !id_->qp) return;
+    if (t == FrameType::Hello) {  // sent once per connection, by whichever side gets there
+        if (hello_sent_) return;
+        hello_sent_ = true;
+    }
     if (free_slots_.empty()) {
         // Every slot is waiting for its send completion: send it after the next poll.
         if (std::find(pending_ctl_.begin(), pending_ctl_.end(), t) == pending_ctl_.end())
@@ -662,14 +615,14 @@ void RdmaChannel::send_control(FrameType t) {
     std::string f;
     if (t == FrameType::Hello) {
         Hello h;
-        h.role = t_.opts().role;
-        h.credits = t_.opts().channel.credits;
+        h.role = opts_.role;
+        h.credits = opts_.channel.credits;
         h.slot_bytes = slot_bytes_;
-        h.max_frame = t_.opts().channel.max_frame_bytes;
+        h.max_frame = opts_.channel.max_frame_bytes;
         h.ring_addr = reinterpret_cast<uintptr_t>(ring_.p);
         h.ring_rkey = ring_.mr->rkey;
         h.ring_bytes = ring_.n;
-        h.name = t_.opts().local_name;
+        h.name = opts_.local_name;
         encode_hello(f, h);
     } else {
         f.resize(kFrameHeaderBytes);
@@ -691,21 +644,16 @@ bool RdmaChannel::sends_outstanding() const {
 }
 
 void RdmaChannel::close() {
-    if (shutting_down_) return;
-    shutting_down_ = true;
+    if (!begin_close(id_ && state_ != State::Idle)) return;
     goodbye();
-    if (id_ && state_ != State::Idle) {
-        // Disconnect only once every posted send has completed (the peer has it): a
-        // disconnect flushes sends still queued, and those are answers.  Bounded by
-        // connect_timeout_ms (tick).
-        if (up() && sends_outstanding()) {
-            disconnect_at_ = now_ns() + t_.opts().channel.connect_timeout_ms * kMs;
-            return;
-        }
-        rdma_disconnect(id_);  // DISCONNECTED event finishes it
-    } else {
-        state_ = State::Dead;
+    // Disconnect only once every posted send has completed (the peer has it): a disconnect
+    // flushes sends still queued, and those are answers.  Bounded by connect_timeout_ms
+    // (link_tick_up).
+    if (up() && sends_outstanding()) {
+        disconnect_at_ = now_ns() + opts_.channel.connect_timeout_ms * kMs;
+        return;
     }
+    rdma_disconnect(id_);  // DISCONNECTED event finishes it
 }
 
 void RdmaChannel::maybe_disconnect(int64_t now) {
@@ -785,8 +733,7 @@ void RdmaChannel::poll_cq() {
 }
 
 void RdmaChannel::handle_frame(const char* p, size_t n) {
-    stats_.frames_rx++;
-    auto h = decode_header(p, n, t_.opts().channel.max_frame_bytes);
+    auto h = decode_header(p, n, opts_.channel.max_frame_bytes);
     if (!h || kFrameHeaderBytes + h->length > n) {
         down("protocol error: " + (h ? std::string("truncated frame") : h.error().message));
         return;
@@ -795,89 +742,34 @@ void RdmaChannel::handle_frame(const char* p, size_t n) {
         down("protocol error: " + st.error().message);
         return;
     }
-    auto act = core_.on_header(h.value());
-    if (!act) {
-        down("protocol error: " + act.error().message);
-        return;
-    }
-    std::string_view payload(p + kFrameHeaderBytes, h->length);
-    switch (act.value()) {
-        case ChannelCore::Action::Hello: {
-            auto hello = decode_hello(payload);
-            if (!hello) {
-                down("bad hello: " + hello.error().message);
-                return;
-            }
-            const auto& ch = t_.opts().channel;
-            if (hello->slot_bytes != slot_bytes_ || hello->ring_bytes / 2 < ch.max_frame_bytes ||
-                hello->max_frame > ch.max_frame_bytes) {
-                down(fmt::format(
-                    "peer's [channel] differs: slot_bytes {} (ours {}), large ring {} B, "
-                    "max_frame {} (ours {})",
-                    hello->slot_bytes, slot_bytes_, hello->ring_bytes, hello->max_frame,
-                    ch.max_frame_bytes));
-                return;
-            }
-            send_hello();  // passive side: the peer's Hello may come before ESTABLISHED
-            if (!cq_) return;
-            core_.on_peer_hello(hello.value());
-            peer_ring_.reset(hello->ring_bytes);
-            peer_ring_addr_ = hello->ring_addr;
-            peer_ring_rkey_ = hello->ring_rkey;
-            if (!active_ && !hello->name.empty()) name = hello->name + "#" + std::to_string(id);
-            state_ = State::Up;
-            backoff_ms_ = t_.opts().channel.reconnect_min_ms;
-            ++epoch;
-            stats_.connects++;
-            spdlog::info("channel {} up (rdma, peer window {})", name, hello->credits);
-            ev_.on_channel_up(*this);
-            break;
-        }
-        case ChannelCore::Action::Deliver:
-            core_.deliver([&](bool& hold) {
-                hold_ = false;
-                ev_.on_frame(*this, h.value(), payload);
-                hold = hold_;
-            });
-            break;
-        case ChannelCore::Action::Ping:
-            send_control(FrameType::Pong);
-            break;
-        case ChannelCore::Action::Goodbye:
-            spdlog::info("channel {}: peer is draining", name);
-            break;
-        default:
-            break;
-    }
+    on_frame(h.value(), std::string_view(p + kFrameHeaderBytes, h->length));
 }
 
-int64_t RdmaChannel::tick(int64_t now) {
-    int64_t hb = t_.opts().channel.heartbeat_ms * kMs;
-    switch (state_) {
-        case State::Idle:
-            if (shutting_down_) {
-                state_ = State::Dead;
-                break;
-            }
-            if (now >= next_connect_) start_connect(now);
-            return state_ == State::Idle ? next_connect_ : deadline_;
-        case State::Resolving:
-        case State::Connecting:
-        case State::Handshake:
-            if (now >= deadline_) down("connect/handshake timeout");
-            return deadline_;
-        case State::Up:
-            if (disconnect_at_) {
-                maybe_disconnect(now);
-                if (disconnect_at_) return std::min(disconnect_at_, now + 10 * kMs);
-            }
-            return core_.beat(
-                now, hb, [&] { down("peer silent for 3 heartbeats"); },
-                [&] { send_control(FrameType::Ping); });
-        case State::Dead:
-            break;
+Status RdmaChannel::link_hello(const Hello& hello) {
+    const auto& ch = opts_.channel;
+    if (hello.slot_bytes != slot_bytes_ || hello.ring_bytes / 2 < ch.max_frame_bytes ||
+        hello.max_frame > ch.max_frame_bytes)
+        return make_error(fmt::format(
+            "peer's [channel] differs: slot_bytes {} (ours {}), large ring {} B, "
+            "max_frame {} (ours {})",
+            hello.slot_bytes, slot_bytes_, hello.ring_bytes, hello.max_frame, ch.max_frame_bytes));
+    send_control(FrameType::Hello);  // passive side: the peer's Hello may come before ESTABLISHED
+    if (!cq_) return {};             // that send failed and took the channel down
+    if (state_ == State::Connecting) {
+        state_ = State::Handshake;
+        core_.mark_up(now_ns());
     }
-    return now + hb;
+    peer_ring_.reset(hello.ring_bytes);
+    peer_ring_addr_ = hello.ring_addr;
+    peer_ring_rkey_ = hello.ring_rkey;
+    return {};
+}
+
+std::optional<int64_t> RdmaChannel::link_tick_up(int64_t now) {
+    if (!disconnect_at_) return std::nullopt;
+    maybe_disconnect(now);
+    if (!disconnect_at_) return std::nullopt;
+    return std::min(disconnect_at_, now + 10 * kMs);
 }
 
 }  // namespace

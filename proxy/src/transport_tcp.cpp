@@ -5,7 +5,7 @@
 #include <optional>
 #include <random>
 
-#include "channel_core.hpp"
+#include "channel_fsm.hpp"
 #include "transport.hpp"
 #include "uring.hpp"
 
@@ -15,59 +15,34 @@ namespace {
 
 class TcpTransport;
 
-class TcpChannel final : public Channel, public StreamConn::Events {
+class TcpChannel final : public ChannelFsm, public StreamConn::Events {
   public:
-    TcpChannel(TcpTransport& t, ChannelEvents& ev, bool active, Endpoint ep,
-               Endpoint source = {});
+    TcpChannel(TcpTransport& t, ChannelEvents& ev, bool active, Endpoint ep, Endpoint source = {});
     ~TcpChannel() override;
 
     void start_passive(int fd);
-    int64_t tick(int64_t now);
-    bool dead() const { return state_ == State::Dead; }
 
-    bool up() const override { return state_ == State::Up; }
-    bool can_send() const override { return up() && !core_.peer_draining && core_.send.can_send(); }
     Status send(std::string_view frame, int prio) override;
     void close() override;
-    void goodbye() override {
-        if (!said_goodbye_ && up()) send_control(FrameType::Goodbye);
-        said_goodbye_ = true;
-    }
-    uint32_t credits_available() const override { return core_.send.available(); }
-    uint32_t credits_owed() const override { return core_.ret.owed(); }
-    const ChannelStats& stats() const override { return stats_; }
     std::string_view transport_name() const override { return "tcp"; }
-    bool peer_draining() const override { return core_.peer_draining; }
-    void release_credit() override {
-        if (!up()) return;
-        core_.ret.release(1);
-        if (core_.ret.explicit_due()) send_control(FrameType::Credit);
-    }
 
   private:
-    enum class State { Idle, Connecting, Handshake, Up, Dead };
+    // ChannelFsm's link hooks
+    bool link_connect(int64_t now) override;
+    void link_abort(const std::string& why) override;
+    void send_control(FrameType t) override;
+    // StreamConn::Events
     void on_data(StreamConn& c, std::string_view data) override;
     void on_connect(StreamConn& c, int err) override;
     void on_closed(StreamConn& c) override;
-    void start_connect(int64_t now);
     size_t parse(std::string_view data);  // returns bytes consumed
     bool handle(const FrameHeader& h, std::string_view payload);
-    void send_control(FrameType t);
-    void fail(const std::string& why);
 
     TcpTransport& t_;
-    ChannelEvents& ev_;
-    bool active_;
     Endpoint ep_;
     Endpoint source_;
-    State state_ = State::Idle;
     std::unique_ptr<StreamConn> conn_;
     std::string rx_;
-    ChannelCore core_;
-    ChannelStats stats_;
-    int64_t backoff_ms_ = 0, next_connect_ = 0, connect_deadline_ = 0;
-    bool shutting_down_ = false;
-    bool said_goodbye_ = false;
 };
 
 class TcpTransport final : public Transport {
@@ -129,9 +104,10 @@ class TcpTransport final : public Transport {
 
 TcpChannel::TcpChannel(TcpTransport& t, ChannelEvents& ev, bool active, Endpoint ep,
                        Endpoint source)
-    : t_(t), ev_(ev), active_(active), ep_(std::move(ep)), source_(std::move(source)) {
-    backoff_ms_ = t_.opts().channel.reconnect_min_ms;
-}
+    : ChannelFsm(ev, t.opts(), active, t.rng()),
+      t_(t),
+      ep_(std::move(ep)),
+      source_(std::move(source)) {}
 
 TcpChannel::~TcpChannel() {
     if (active_) t_.forget(this);
@@ -140,27 +116,21 @@ TcpChannel::~TcpChannel() {
 void TcpChannel::start_passive(int fd) {
     conn_ = std::make_unique<StreamConn>(t_.ring(), *this);
     conn_->attach(fd);
-    state_ = State::Handshake;
-    core_.reset(t_.opts().channel.credits);
-    connect_deadline_ = now_ns() + t_.opts().channel.connect_timeout_ms * kMs;
-    core_.mark_up(now_ns());
-    send_control(FrameType::Hello);
+    link_established(now_ns());
 }
 
-void TcpChannel::start_connect(int64_t now) {
+bool TcpChannel::link_connect(int64_t now) {
     auto addr = resolve(ep_);
     if (!addr) {
         spdlog::warn("channel {}: {}", name, addr.error().message);
-        next_connect_ = now + backoff_ms_ * kMs;
-        return;
+        return false;
     }
     std::optional<SockAddr> from;
     if (!source_.host.empty()) {
         auto s = resolve(source_);
         if (!s) {
             spdlog::warn("channel {}: source: {}", name, s.error().message);
-            next_connect_ = now + backoff_ms_ * kMs;
-            return;
+            return false;
         }
         from = s.value();
     }
@@ -168,12 +138,10 @@ void TcpChannel::start_connect(int64_t now) {
     if (auto st = conn_->connect(addr.value(), from ? &*from : nullptr); !st) {
         spdlog::warn("channel {}: {}", name, st.error().message);
         conn_.reset();
-        next_connect_ = now + backoff_ms_ * kMs;
-        return;
+        return false;
     }
-    state_ = State::Connecting;
-    core_.reset(t_.opts().channel.credits);
-    connect_deadline_ = now + t_.opts().channel.connect_timeout_ms * kMs;
+    link_connecting(now);
+    return true;
 }
 
 void TcpChannel::on_connect(StreamConn&, int err) {
@@ -181,9 +149,7 @@ void TcpChannel::on_connect(StreamConn&, int err) {
         spdlog::debug("channel {}: connect to {}: {}", name, ep_.text, std::strerror(err));
         return;  // StreamConn closes itself; on_closed schedules the retry
     }
-    state_ = State::Handshake;
-    core_.mark_up(now_ns());
-    send_control(FrameType::Hello);
+    link_established(now_ns());
 }
 
 void TcpChannel::send_control(FrameType t) {
@@ -192,10 +158,10 @@ void TcpChannel::send_control(FrameType t) {
     size_t at = out.size();
     if (t == FrameType::Hello) {
         Hello h;
-        h.role = t_.opts().role;
-        h.credits = t_.opts().channel.credits;
-        h.max_frame = t_.opts().channel.max_frame_bytes;
-        h.name = t_.opts().local_name;
+        h.role = opts_.role;
+        h.credits = opts_.channel.credits;
+        h.max_frame = opts_.channel.max_frame_bytes;
+        h.name = opts_.local_name;
         std::string tmp;
         encode_hello(tmp, h);
         out.append(tmp);
@@ -204,9 +170,7 @@ void TcpChannel::send_control(FrameType t) {
         encode_control(&out[at], t);
     }
     core_.prepare_outgoing(&out[at]);
-    stats_.frames_tx++;
-    stats_.bytes_tx += out.size() - at;
-    core_.sent(now_ns());
+    counted_tx(out.size() - at);
     conn_->flush();
 }
 
@@ -220,29 +184,24 @@ Status TcpChannel::send(std::string_view frame, int) {
         stats_.credit_stalls++;
         return make_error(Errc::NoCredit, "no credit");
     }
-    stats_.frames_tx++;
-    stats_.bytes_tx += frame.size();
-    core_.sent(now_ns());
+    counted_tx(frame.size());
     conn_->flush();
     return {};
 }
 
 void TcpChannel::close() {
-    if (shutting_down_) return;
-    shutting_down_ = true;
-    if (conn_ && state_ == State::Up) {
+    if (!begin_close(conn_ != nullptr)) return;
+    if (up()) {
         goodbye();
         conn_->close_after_flush();
-    } else if (conn_) {
-        conn_->close();
     } else {
-        state_ = State::Dead;
+        conn_->close();
     }
 }
 
-void TcpChannel::fail(const std::string& why) {
+void TcpChannel::link_abort(const std::string& why) {
     spdlog::warn("channel {}: {}", name, why);
-    if (conn_) conn_->close();
+    if (conn_) conn_->close();  // on_closed reports the loss
 }
 
 void TcpChannel::on_data(StreamConn&, std::string_view data) {
@@ -262,7 +221,7 @@ void TcpChannel::on_data(StreamConn&, std::string_view data) {
 
 size_t TcpChannel::parse(std::string_view data) {
     size_t off = 0;
-    const uint32_t max = t_.opts().channel.max_frame_bytes;
+    const uint32_t max = opts_.channel.max_frame_bytes;
     while (data.size() - off >= kFrameHeaderBytes) {
         if (!conn_ || conn_->closing()) return data.size();
         auto h = decode_header(data.data() + off, data.size() - off, max);
@@ -279,96 +238,16 @@ size_t TcpChannel::parse(std::string_view data) {
 }
 
 bool TcpChannel::handle(const FrameHeader& h, std::string_view payload) {
-    stats_.frames_rx++;
     bool could_send = core_.send.can_send();
-    auto act = core_.on_header(h);
-    if (!act) {
-        fail("protocol error: " + act.error().message);
-        return false;
-    }
-    switch (act.value()) {
-        case ChannelCore::Action::Hello: {
-            auto hello = decode_hello(payload);
-            if (!hello) {
-                fail("bad hello: " + hello.error().message);
-                return false;
-            }
-            core_.on_peer_hello(hello.value());
-            if (!active_ && !hello->name.empty()) name = hello->name + "#" + std::to_string(id);
-            state_ = State::Up;
-            backoff_ms_ = t_.opts().channel.reconnect_min_ms;
-            ++epoch;
-            stats_.connects++;
-            spdlog::info("channel {} up (tcp, peer window {})", name, hello->credits);
-            ev_.on_channel_up(*this);
-            return true;
-        }
-        case ChannelCore::Action::Deliver:
-            core_.deliver([&](bool& hold) {
-                hold_ = false;
-                ev_.on_frame(*this, h, payload);
-                hold = hold_;
-            });
-            break;
-        case ChannelCore::Action::Ping:
-            send_control(FrameType::Pong);
-            break;
-        case ChannelCore::Action::Goodbye:
-            spdlog::info("channel {}: peer is draining", name);
-            break;
-        default:
-            break;
-    }
+    if (!on_frame(h, payload)) return false;
     if (!could_send && core_.send.can_send() && up()) ev_.on_writable(*this);
     return true;
 }
 
 void TcpChannel::on_closed(StreamConn&) {
-    bool was_up = state_ == State::Up;
     conn_.reset();
     rx_.clear();
-    int64_t now = now_ns();
-    if (was_up) {
-        stats_.disconnects++;
-        spdlog::warn("channel {} down", name);
-    }
-    if (active_ && !shutting_down_) {
-        state_ = State::Idle;
-        std::uniform_int_distribution<int64_t> jitter(0, backoff_ms_ / 4 + 1);
-        next_connect_ = now + (backoff_ms_ + jitter(t_.rng())) * kMs;
-        backoff_ms_ = std::min(backoff_ms_ * 2, t_.opts().channel.reconnect_max_ms);
-    } else {
-        state_ = State::Dead;
-    }
-    if (was_up) ev_.on_channel_down(*this);
-}
-
-int64_t TcpChannel::tick(int64_t now) {
-    const auto& c = t_.opts().channel;
-    int64_t hb = c.heartbeat_ms * kMs;
-    switch (state_) {
-        case State::Idle:
-            if (shutting_down_) {
-                state_ = State::Dead;
-                break;
-            }
-            if (now >= next_connect_) start_connect(now);
-            return state_ == State::Idle ? next_connect_ : connect_deadline_;
-        case State::Connecting:
-        case State::Handshake:
-            if (now >= connect_deadline_) {
-                fail("connect/handshake timeout to " + (active_ ? ep_.text : name));
-                return now + hb;
-            }
-            return connect_deadline_;
-        case State::Up:
-            return core_.beat(
-                now, hb, [&] { fail("peer silent for 3 heartbeats"); },
-                [&] { send_control(FrameType::Ping); });
-        case State::Dead:
-            break;
-    }
-    return now + hb;
+    link_lost();
 }
 
 }  // namespace

@@ -958,6 +958,145 @@ def systemd_notify(st):
         check("Type=notify-reload" in txt or "Type=notify" in txt, "unit is Type=notify")
 
 
+# ------------------------------------------------------------------ batched service calls
+
+
+def keepalive_requests(port, reqs, timeout=20):
+    """Sends reqs [(method, path, body)] one after another on one keep-alive connection; returns
+    one Answer per request (count = responses that came for it: 1 expected)."""
+    out = []
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    except OSError as e:
+        return [Answer(0, {}, str(e).encode(), 0) for _ in reqs]
+    s.settimeout(timeout)
+    buf = b""
+    try:
+        for method, path, body in reqs:
+            h = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+            s.sendall(h.encode() + body)
+            while True:
+                rs = parse_responses(buf) if b"\r\n\r\n" in buf else []
+                if rs and rs[0][0] > 0 and "content-length" in rs[0][1]:
+                    n = int(rs[0][1]["content-length"][0])
+                    end = buf.find(b"\r\n\r\n") + 4 + n
+                    if len(buf) >= end:
+                        st, hd, bd = rs[0][0], rs[0][1], buf[end - n:end]
+                        buf = buf[end:]
+                        out.append(Answer(st, hd, bd, 1))
+                        break
+                d = s.recv(65536)
+                if not d:
+                    raise OSError("closed")
+                buf += d
+    except OSError:
+        pass
+    finally:
+        s.close()
+    out += [Answer(0, {}, b"", 0) for _ in range(len(reqs) - len(out))]
+    return out
+
+
+def batch_mix(clients, per_client):
+    """The requests of each client: /matmul (generated operands, and bodies whose B some
+    share), /echo with a body, GET /healthz."""
+    import random
+    rnd = random.Random(17)
+    shared_b = [float(rnd.randint(-4, 4)) for _ in range(36)]
+    mix = []
+    for c in range(clients):
+        reqs = []
+        for k in range(per_client):
+            kind = (c + k) % 5
+            if kind == 0:
+                reqs.append(("POST", "/matmul?n=8", b""))
+            elif kind == 1:
+                a = [float(rnd.randint(-9, 9)) for _ in range(36)]
+                b = shared_b if k % 2 else [float(rnd.randint(-9, 9)) for _ in range(36)]
+                reqs.append(("POST", "/matmul?n=6", struct.pack("<72d", *(a + b))))
+            elif kind == 2:
+                a = [rnd.random() for _ in range(36)]
+                reqs.append(("POST", "/matmul?n=6&out=raw", struct.pack("<72d", *(a + shared_b))))
+            elif kind == 3:
+                reqs.append(("POST", f"/echo/{c}/{k}", f"body {c} {k}".encode() * (k + 1)))
+            else:
+                reqs.append(("GET", "/healthz", b""))
+        mix.append(reqs)
+    return mix
+
+
+@test
+def batch_endpoint(st):
+    """Part 2: with batch_path, the egress sends the requests queued for the service as one
+    POST /batch (sverbs-compute: one stacked dgemm per group of /matmul sharing n and B).  Every
+    request gets exactly one answer, identical to the service's own answer to it alone, and the
+    batch path was taken (sverbs_proxy_service_batches_total > 0)."""
+    st.upstreams = f"""
+[[upstream]]
+name = "compute"
+slo_p99_ms = 5000
+controller = "aimd"
+service = "127.0.0.1:{st.p_svc}"
+pool = 1
+pipeline = 1
+batch_path = "/batch"
+service_timeout_ms = 8000
+
+[[route]]
+prefix = "/"
+upstream = "compute"
+"""
+    if not check(st.up(), "stack answers 200"):
+        return
+    mix = batch_mix(clients=24, per_client=10)
+    # What the service answers to each request alone (no proxy, no batch).
+    direct = [keepalive_requests(st.p_svc, reqs) for reqs in mix]
+    ts, res = parallel(keepalive_requests, [(st.p_in, reqs) for reqs in mix])
+    for t in ts:
+        t.join()
+    flat = [a for r in res for a in r]
+    exactly_once(flat, "requests through the batch endpoint")
+    same = sum(1 for r, d in zip(res, direct) for a, b in zip(r, d)
+               if a.status == b.status == 200 and a.body == b.body)
+    check(same == len(flat), f"answers identical to the per-request path: {same} of {len(flat)}")
+    batches = st.egress_metric("sverbs_proxy_service_batches_total")
+    sent = st.egress_metric("sverbs_proxy_service_requests_total")
+    check(batches is not None and batches > 0,
+          f"the egress used the batch endpoint ({batches} batches, {sent} service requests for "
+          f"{len(flat)} client requests)")
+
+
+@test
+def batch_endpoint_absent(st):
+    """Part 2: a service without the batch endpoint (404 on batch_path) still gets every request
+    exactly once, one by one: the egress turns batching off and re-sends what the 404 batch
+    carried (the service did not process it)."""
+
+    def rule(method, path, hdrs, body, cno, n):
+        if path == "/batch":
+            time.sleep(0.05)
+            return (b"HTTP/1.1 404 Not Found\r\nContent-Length: 10\r\n\r\nnot found\n")
+        time.sleep(0.01)  # requests queue at the egress meanwhile: batches form
+        return ok_response(path.encode())
+
+    fake = FakeService(rule)
+    st.upstreams = fake_upstream(fake.port, pool=1, pipeline=1).replace(
+        "pipeline = 1\n", 'pipeline = 1\nbatch_path = "/batch"\n', 1)
+    if not check(st.up(compute=False), "stack answers 200"):
+        return
+    reqs = [(st.p_in, "POST", f"/f/r{i}", b"x") for i in range(30)]
+    ts, res = parallel(request, reqs)
+    for t in ts:
+        t.join()
+    exactly_once(res, "requests to a service without a batch endpoint")
+    check(all(a.status == 200 and a.body == f"/f/r{i}".encode() for i, a in enumerate(res)),
+          f"every request answered 200 by its own answer: {[a.status for a in res]}")
+    runs = [fake.count("POST", f"/f/r{i}") for i in range(30)]
+    check(all(c == 1 for c in runs), f"each request executed once by the service: {runs}")
+    check(fake.count("POST", "/batch") >= 1,
+          f"the batch endpoint was tried ({fake.count('POST', '/batch')} times) and then left")
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--list":
         print("\n".join(TESTS))

@@ -74,6 +74,10 @@ void test_good() {
     CU_ASSERT(c.upstreams[0].service.has_value());
     CU_ASSERT_EQUAL(c.upstreams[0].service->port, 9000);
     CU_ASSERT_DOUBLE_EQUAL(c.upstreams[0].slo_p99_ms, 5.0, 1e-9);
+    // Shedding only for a stated objective; without one, 50 ms sizes batches.
+    CU_ASSERT(c.upstreams[0].shed);
+    CU_ASSERT_FALSE(c.upstreams[1].shed);
+    CU_ASSERT_DOUBLE_EQUAL(c.upstreams[1].slo_p99_ms, 50.0, 1e-9);
     CU_ASSERT_EQUAL(c.log_level, std::string("debug"));
 }
 
