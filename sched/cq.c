@@ -18,8 +18,11 @@
  * Headroom.  The glue created the CQ with cq_headroom CQEs beyond the
  * application's.  Every registered QP owns one unit (its reserved CQE, used by
  * pump rule (d)); the rest is shared through an atomic counter that the
- * post path takes without the CQ lock.  When a second QP or more registers,
- * the CQ is grown by cq_headroom (adapter resize_cq) if the provider can.
+ * post path takes without the CQ lock.  A QP registers when it leaves
+ * pass-through (or at creation, if it never was in it): a QP in
+ * pass-through is not in the table and holds no headroom.  When a second
+ * QP or more registers, the CQ is grown by cq_headroom (adapter resize_cq)
+ * if the provider can.
  * A QP that finds no headroom waits; it is pumped by the next poll of the
  * CQ, which some completion will prompt: only WQEs that will report hold
  * headroom.
@@ -312,11 +315,15 @@ static void hr_set_limit(struct sverbs_cq *scq)
 	atomic_store(&scq->hr_limit, scq->hr_total - scq->nqp);
 }
 
-bool sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
+/*
+ * A QP that leaves pass-through (or starts out of it) joins the table and
+ * the headroom accounting (CQ lock held).  Returns 0; EAGAIN when the CQ
+ * has no headroom for one more QP and cannot grow (the QP stays stock); or
+ * ENOMEM.  A QP in pass-through is not here: it costs the CQ nothing, no
+ * resize, and no work in poll_cq or req_notify_cq.
+ */
+int sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
-	bool ok = false;
-
-	pthread_spin_lock(&scq->lock);
 	if (scq->nqp && scq->ad->resize_cq &&
 	    !(scq->ad->cq_lockless && scq->ad->cq_lockless(scq->cq)) &&
 	    scq->nqp >= scq->hr_total / scq->cfg.cq_headroom &&
@@ -328,24 +335,22 @@ bool sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 		sv_log(scq->ad, scq->cq->context, SVERBS_LOG_WARN,
 		       "sverbs: CQ headroom exhausted: QP %u stays stock",
 		       sqp->qp_num);
-		goto out;
+		return EAGAIN;
 	}
 	if ((scq->nqp + 1) * 2 > scq->tab_mask + 1 && tab_grow(scq))
-		goto out;
+		return ENOMEM;
 	if (ring_reserve(scq, (uint32_t)scq->cq->cqe + scq->wr_capacity +
 				      sqp->cap + SV_RING_SLACK))
-		goto out;
+		return ENOMEM;
 	tab_put(scq->tab, scq->tab_mask, sqp);
 	/* a predecessor's stale CQEs are below its wr_ids (translate()) */
 	sqp->seq_base = stale_del(scq, sqp->qp_num);
 	sqp->seq_head = sqp->seq_next = sqp->seq_base;
+	sqp->registered = true;
 	scq->nqp++;
 	scq->wr_capacity += sqp->cap;
 	hr_set_limit(scq);
-	ok = true;
-out:
-	pthread_spin_unlock(&scq->lock);
-	return ok;
+	return 0;
 }
 
 /*
@@ -355,6 +360,8 @@ out:
  */
 void sv_cq_unlink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
+	if (!sqp->registered)
+		return;
 	tab_del(scq, sqp);
 	stale_add(scq, sqp);
 }
@@ -362,6 +369,8 @@ void sv_cq_unlink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 /* The provider failed to destroy it: back in the table. */
 void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
+	if (!sqp->registered)
+		return;
 	stale_del(scq, sqp->qp_num);
 	tab_put(scq->tab, scq->tab_mask, sqp);
 }
@@ -369,6 +378,9 @@ void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 /* The provider destroyed it (unlinked already; CQ and QP locks held). */
 void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
+	if (!sqp->registered)
+		return;
+	sqp->registered = false;
 	if (!atomic_load(&sqp->pt))
 		atomic_fetch_sub(&scq->layered, 1);
 	stale_seal(scq, sqp->qp_num);
