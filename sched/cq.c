@@ -70,6 +70,22 @@ void sv_cq_unlock(struct sverbs_cq *scq)
 	pthread_spin_unlock(&scq->lock);
 }
 
+/*
+ * The extended CQ this thread polls (between start_poll and end_poll, the
+ * CQ lock held): a post from inside that loop may need the CQ lock
+ * (sv_qp_leave_prepare()) and must not take it again.
+ */
+static __thread struct sverbs_cq *ex_polling;
+
+/* The CQ lock for a post; false: this thread holds it already. */
+bool sv_cq_lock_post(struct sverbs_cq *scq)
+{
+	if (ex_polling == scq)
+		return false;
+	pthread_spin_lock(&scq->lock);
+	return true;
+}
+
 /* A QP left pass-through: before its first internal WQE (cq_fast()). */
 void sv_cq_layered(struct sverbs_cq *scq)
 {
@@ -782,6 +798,8 @@ static int sv_start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr)
 	ret = ex_next(scq);
 	if (ret)
 		pthread_spin_unlock(&scq->lock);
+	else
+		ex_polling = scq;
 	return ret;
 }
 
@@ -792,6 +810,7 @@ static int sv_next_poll(struct ibv_cq_ex *cq)
 
 static void sv_end_poll(struct ibv_cq_ex *cq)
 {
+	ex_polling = NULL;
 	pthread_spin_unlock(&ex_scq(cq)->lock);
 }
 

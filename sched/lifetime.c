@@ -102,9 +102,10 @@ static int queue_setup(struct sverbs_qp *sqp)
  */
 int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 {
+	/* (a post from an extended-CQ poll loop holds the CQ lock) */
+	bool locked = sv_cq_lock_post(sqp->scq);
 	int ret = 0;
 
-	sv_cq_lock(sqp->scq);
 	pthread_spin_lock(&sqp->lock);
 	if (atomic_load(&sqp->pt_stock))
 		ret = EAGAIN;
@@ -113,7 +114,8 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 	if (ret == EAGAIN)
 		atomic_store(&sqp->pt_stock, true);
 	pthread_spin_unlock(&sqp->lock);
-	sv_cq_unlock(sqp->scq);
+	if (locked)
+		sv_cq_unlock(sqp->scq);
 	return ret;
 }
 

@@ -44,6 +44,7 @@ void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp);
 void sv_cq_drain(struct sverbs_cq *scq);
 void sv_cq_lock(struct sverbs_cq *scq);
 void sv_cq_unlock(struct sverbs_cq *scq);
+bool sv_cq_lock_post(struct sverbs_cq *scq);
 void sv_cq_layered(struct sverbs_cq *scq);
 void sv_cq_held(struct sverbs_cq *scq, bool held);
 void sv_emit(struct sv_emit *e, const struct ibv_wc *wc);

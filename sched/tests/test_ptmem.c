@@ -238,6 +238,50 @@ static void test_pt_leave_enomem(void)
 	fk_fini();
 }
 
+/*
+ * A post from inside an extended-CQ poll loop (start_poll holds the CQ
+ * lock until end_poll) that ends pass-through on a QP of that CQ: leaving
+ * needs the CQ lock and must not take it again (a hang otherwise: the
+ * meson timeout fails the test).
+ */
+static void test_pt_leave_in_ex_poll(void)
+{
+	struct ibv_poll_cq_attr pa = {};
+	struct ibv_cq_ex *cx;
+	struct ibv_send_wr *bad;
+	struct sverbs_qp *q;
+	struct ibv_wc wc[4];
+	int ret;
+
+	pt_cfg(16);
+	setup(64);
+	fk_install_ex();
+	cx = &fk->cqx;
+	CU_ASSERT_TRUE_FATAL(
+		sverbs_cq_install_ex_ops(scq, cx, IBV_WC_STANDARD_FLAGS));
+	q = mkqp(fk_qp(0, IBV_QPT_RC, 16, false), 16);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+	CU_ASSERT_EQUAL(post1(q, 1, 0, &bad), 0);
+	fk_complete(0, -1);
+	ret = cx->start_poll(cx, &pa);
+	CU_ASSERT_EQUAL_FATAL(ret, 0);
+	CU_ASSERT_EQUAL(cx->wr_id, 1);
+	CU_ASSERT_EQUAL(post1(q, 2, SVERBS_PRIO(1), &bad), 0);
+	CU_ASSERT_EQUAL(cx->next_poll(cx), ENOENT);
+	cx->end_poll(cx);
+	CU_ASSERT_FALSE(atomic_load(&q->pt));
+	CU_ASSERT_EQUAL(scq->nqp, 1);
+	fk_complete(0, -1);
+	CU_ASSERT_EQUAL(cx->start_poll(cx, &pa), 0);
+	CU_ASSERT_EQUAL(cx->wr_id, 2);
+	CU_ASSERT_EQUAL(cx->status, IBV_WC_SUCCESS);
+	cx->end_poll(cx);
+	CU_ASSERT_EQUAL(poll_all(wc, 4), 0);
+	destroy(q);
+	sverbs_cq_destroy(scq);
+	fk_fini();
+}
+
 int main(void)
 {
 	static const struct {
@@ -252,6 +296,8 @@ int main(void)
 		{ "16.10 a pass-through QP costs < 1 KiB", test_pt_memory },
 		{ "16.10 leaving pass-through without memory: ENOMEM",
 		  test_pt_leave_enomem },
+		{ "16.10 leaving pass-through inside an extended-CQ poll",
+		  test_pt_leave_in_ex_poll },
 	};
 	CU_pSuite s;
 	unsigned int fails;
