@@ -343,8 +343,8 @@ int sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 	if (scq->nqp && scq->ad->resize_cq &&
 	    !(scq->ad->cq_lockless && scq->ad->cq_lockless(scq->cq)) &&
 	    scq->nqp >= scq->hr_total / scq->cfg.cq_headroom &&
-	    !scq->ad->resize_cq(scq->cq,
-				scq->cq->cqe + (int)scq->cfg.cq_headroom))
+	    !scq->ad->resize_cq(scq->cq, (int)(scq->app_cqe + scq->hr_total +
+					       scq->cfg.cq_headroom)))
 		scq->hr_total += scq->cfg.cq_headroom;
 	/* every QP's reserved CQE plus at least one shared unit */
 	if (scq->hr_total < scq->nqp + 2) {
@@ -427,6 +427,9 @@ struct sverbs_cq *sverbs_cq_create(const struct sverbs_adapter *ad,
 	if (!scq->cfg.cq_headroom)
 		scq->cfg.cq_headroom = 4;
 	scq->hr_total = scq->cfg.cq_headroom;
+	scq->app_cqe = cq->cqe > (int)scq->hr_total
+			       ? (uint32_t)cq->cqe - scq->hr_total
+			       : 1;
 	hr_set_limit(scq);
 	scq->poll_gen = 1; /* a new QP's poll_gen (0) is never current */
 	scq->tab_mask = 15;
@@ -458,6 +461,8 @@ int sverbs_cq_resize(struct sverbs_cq *scq, int cqe)
 					scq->wr_capacity + SV_RING_SLACK);
 	if (!ret)
 		ret = scq->ad->resize_cq(scq->cq, cqe + (int)scq->hr_total);
+	if (!ret)
+		scq->app_cqe = (uint32_t)cqe;
 	pthread_spin_unlock(&scq->lock);
 	return ret;
 }

@@ -60,6 +60,7 @@ struct fk {
 	int notify_calls;
 	int resize_calls;
 	bool resize_fails;
+	bool resize_round; /* resize gives 2^n - 1 >= the size asked (rxe) */
 	bool cq_lockless; /* the provider polls the CQ without a lock */
 	bool flush_signaled_only;
 	int post_fail_at;  /* >0: fail the post_send of WQE number n (ENOMEM) */

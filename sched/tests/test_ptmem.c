@@ -282,6 +282,36 @@ static void test_pt_leave_in_ex_poll(void)
 	fk_fini();
 }
 
+/*
+ * The CQ grows by cq_headroom per QP that registers, from the size the
+ * application asked for: not from the provider's rounded-up size, which on
+ * rxe (2^n - 1) doubled the CQ at every QP that left pass-through.
+ */
+static void test_cq_growth_linear(void)
+{
+	struct sverbs_qp *q[FK_QPS];
+	struct ibv_send_wr *bad;
+	int i;
+
+	pt_cfg(4);
+	setup(60);
+	fk->resize_round = true;
+	for (i = 0; i < FK_QPS; i++) {
+		q[i] = mkqp(fk_qp(i, IBV_QPT_RC, 16, false), 16);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(q[i]);
+		CU_ASSERT_EQUAL(post1(q[i], 10 + i, SVERBS_PRIO(2), &bad), 0);
+	}
+	CU_ASSERT_EQUAL(scq->nqp, FK_QPS);
+	/* 60 asked + 8 x 4 of headroom: 92, rounded up to 127 */
+	printf("\n    CQ of 60 + headroom 4, %d QPs registered: %d CQEs ",
+	       FK_QPS, fk_cq()->cqe);
+	CU_ASSERT(fk_cq()->cqe <= 127);
+	for (i = 0; i < FK_QPS; i++)
+		destroy(q[i]);
+	sverbs_cq_destroy(scq);
+	fk_fini();
+}
+
 int main(void)
 {
 	static const struct {
@@ -298,6 +328,8 @@ int main(void)
 		  test_pt_leave_enomem },
 		{ "16.10 leaving pass-through inside an extended-CQ poll",
 		  test_pt_leave_in_ex_poll },
+		{ "16.10 the CQ grows linearly with the QPs that register",
+		  test_cq_growth_linear },
 	};
 	CU_pSuite s;
 	unsigned int fails;
