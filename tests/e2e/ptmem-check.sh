@@ -43,8 +43,16 @@ for mode in off on queue; do
 	on) envs=(SVERBS=on) ;;
 	queue) envs=(SVERBS=on SVERBS_PASSTHROUGH=off) ;;
 	esac
-	out=$(env "${envs[@]}" timeout -s KILL 300 "$bin" "$nqp" "$nleave") ||
-		{ echo "FAIL: $mode: ptmem_e2e exited $?"; echo "$out"; exit 1; }
+	out=$(env "${envs[@]}" timeout -s KILL 300 "$bin" "$nqp" "$nleave")
+	rc=$?
+	# queue (every QP with the layer's queue, 10,000 of them) is for the
+	# record: it may run out of guest memory or time (exit 137)
+	if [ $rc != 0 ] && [ $mode = queue ]; then
+		echo "# [queue] did not finish (exit $rc): not counted"
+		echo "$out"
+		continue
+	fi
+	[ $rc = 0 ] || { echo "FAIL: $mode: ptmem_e2e exited $rc"; echo "$out"; exit 1; }
 	sed "s/^/[$mode] /" <<<"$out"
 	rss[$mode]=$(field create per_qp "$out")
 	anon[$mode]=$(field create anon_per_qp "$out")
@@ -66,6 +74,7 @@ for mode in off on; do
 done
 delta() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f", a - b }'; }
 for m in on queue; do
+	[ -n "${heap[$m]:-}" ] || continue
 	echo "# per QP, $m vs off: heap $(delta "${heap[$m]}" "${heap[off]}") B," \
 		"RssAnon $(delta "${anon[$m]}" "${anon[off]}") B," \
 		"RssFile $(delta "${file[$m]}" "${file[off]}") B," \
@@ -73,7 +82,7 @@ for m in on queue; do
 		"(off: heap ${heap[off]}, RssAnon ${anon[off]}, RssFile ${file[off]}, RSS ${rss[off]})"
 done
 echo "# leaving pass-through, RSS per QP ($nleave QPs): off ${leave[off]} B," \
-	"on ${leave[on]} B, queue ${leave[queue]} B"
+	"on ${leave[on]} B, queue ${leave[queue]:-?} B"
 echo "# system calls, $nqp QPs: off ${calls[off]}, on ${calls[on]}"
 for d in "heap $(delta "${heap[on]}" "${heap[off]}")" \
 	"RssAnon $(delta "${anon[on]}" "${anon[off]}")"; do
