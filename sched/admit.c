@@ -136,7 +136,7 @@ static void batch_arrival(struct sverbs_qp *sqp)
 {
 	uint64_t now = sverbs_now_ns();
 
-	sverbs_batch_arrival(&sqp->batch, now);
+	sverbs_batch_arrival(sqp->batch, now);
 	if (!sqp->queued)
 		sqp->hold_since = now;
 	sqp->arrival_ns = now; /* the post's pump decides with it */
@@ -201,7 +201,7 @@ void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s)
 	if (!sqp->scheduled)
 		note_level(sqp, w->prio, sverbs_prio_of(flags) >= 0);
 	w->wr.send_flags = flags & ~SVERBS_PRIO_MASK;
-	if (sqp->batch.budget_ns)
+	if (sqp->batch->budget_ns)
 		batch_arrival(sqp);
 	sv_level_in(sqp, s, false);
 	if (w->fenced)
@@ -250,6 +250,16 @@ static __attribute__((noinline)) int post_queued(struct sverbs_qp *sqp,
 	uint32_t s;
 	int err = 0, ret;
 
+	/* leaving pass-through: the queue it leaves for, made now, unlocked */
+	if (atomic_load_explicit(&sqp->pt, memory_order_acquire)) {
+		err = sv_qp_leave_prepare(sqp);
+		if (err == EAGAIN)
+			return sqp->ad->post_send(sqp->qp, wr, bad_wr);
+		if (err) {
+			*bad_wr = wr;
+			return err;
+		}
+	}
 	pthread_spin_lock(&sqp->lock);
 	if (atomic_load_explicit(&sqp->pt, memory_order_relaxed))
 		sv_qp_leave_passthrough(sqp);
@@ -301,7 +311,8 @@ int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	 * the provider checks them and rings once, as stock.
 	 */
 	if (atomic_load_explicit(&sqp->pt, memory_order_acquire) &&
-	    !list_states_prio(wr))
+	    (!list_states_prio(wr) ||
+	     atomic_load_explicit(&sqp->pt_stock, memory_order_relaxed)))
 		return sqp->ad->post_send(sqp->qp, wr, bad_wr);
 	return post_queued(sqp, wr, bad_wr);
 }

@@ -18,8 +18,11 @@
  * Headroom.  The glue created the CQ with cq_headroom CQEs beyond the
  * application's.  Every registered QP owns one unit (its reserved CQE, used by
  * pump rule (d)); the rest is shared through an atomic counter that the
- * post path takes without the CQ lock.  When a second QP or more registers,
- * the CQ is grown by cq_headroom (adapter resize_cq) if the provider can.
+ * post path takes without the CQ lock.  A QP registers when it leaves
+ * pass-through (or at creation, if it never was in it): a QP in
+ * pass-through is not in the table and holds no headroom.  When a second
+ * QP or more registers, the CQ is grown by cq_headroom (adapter resize_cq)
+ * if the provider can.
  * A QP that finds no headroom waits; it is pumped by the next poll of the
  * CQ, which some completion will prompt: only WQEs that will report hold
  * headroom.
@@ -65,6 +68,22 @@ void sv_cq_lock(struct sverbs_cq *scq)
 void sv_cq_unlock(struct sverbs_cq *scq)
 {
 	pthread_spin_unlock(&scq->lock);
+}
+
+/*
+ * The extended CQ this thread polls (between start_poll and end_poll, the
+ * CQ lock held): a post from inside that loop may need the CQ lock
+ * (sv_qp_leave_prepare()) and must not take it again.
+ */
+static __thread struct sverbs_cq *ex_polling;
+
+/* The CQ lock for a post; false: this thread holds it already. */
+bool sv_cq_lock_post(struct sverbs_cq *scq)
+{
+	if (ex_polling == scq)
+		return false;
+	pthread_spin_lock(&scq->lock);
+	return true;
 }
 
 /* A QP left pass-through: before its first internal WQE (cq_fast()). */
@@ -312,40 +331,42 @@ static void hr_set_limit(struct sverbs_cq *scq)
 	atomic_store(&scq->hr_limit, scq->hr_total - scq->nqp);
 }
 
-bool sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
+/*
+ * A QP that leaves pass-through (or starts out of it) joins the table and
+ * the headroom accounting (CQ lock held).  Returns 0; EAGAIN when the CQ
+ * has no headroom for one more QP and cannot grow (the QP stays stock); or
+ * ENOMEM.  A QP in pass-through is not here: it costs the CQ nothing, no
+ * resize, and no work in poll_cq or req_notify_cq.
+ */
+int sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
-	bool ok = false;
-
-	pthread_spin_lock(&scq->lock);
 	if (scq->nqp && scq->ad->resize_cq &&
 	    !(scq->ad->cq_lockless && scq->ad->cq_lockless(scq->cq)) &&
 	    scq->nqp >= scq->hr_total / scq->cfg.cq_headroom &&
-	    !scq->ad->resize_cq(scq->cq,
-				scq->cq->cqe + (int)scq->cfg.cq_headroom))
+	    !scq->ad->resize_cq(scq->cq, (int)(scq->app_cqe + scq->hr_total +
+					       scq->cfg.cq_headroom)))
 		scq->hr_total += scq->cfg.cq_headroom;
 	/* every QP's reserved CQE plus at least one shared unit */
 	if (scq->hr_total < scq->nqp + 2) {
 		sv_log(scq->ad, scq->cq->context, SVERBS_LOG_WARN,
 		       "sverbs: CQ headroom exhausted: QP %u stays stock",
 		       sqp->qp_num);
-		goto out;
+		return EAGAIN;
 	}
 	if ((scq->nqp + 1) * 2 > scq->tab_mask + 1 && tab_grow(scq))
-		goto out;
+		return ENOMEM;
 	if (ring_reserve(scq, (uint32_t)scq->cq->cqe + scq->wr_capacity +
 				      sqp->cap + SV_RING_SLACK))
-		goto out;
+		return ENOMEM;
 	tab_put(scq->tab, scq->tab_mask, sqp);
 	/* a predecessor's stale CQEs are below its wr_ids (translate()) */
 	sqp->seq_base = stale_del(scq, sqp->qp_num);
 	sqp->seq_head = sqp->seq_next = sqp->seq_base;
+	sqp->registered = true;
 	scq->nqp++;
 	scq->wr_capacity += sqp->cap;
 	hr_set_limit(scq);
-	ok = true;
-out:
-	pthread_spin_unlock(&scq->lock);
-	return ok;
+	return 0;
 }
 
 /*
@@ -355,6 +376,8 @@ out:
  */
 void sv_cq_unlink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
+	if (!sqp->registered)
+		return;
 	tab_del(scq, sqp);
 	stale_add(scq, sqp);
 }
@@ -362,6 +385,8 @@ void sv_cq_unlink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 /* The provider failed to destroy it: back in the table. */
 void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
+	if (!sqp->registered)
+		return;
 	stale_del(scq, sqp->qp_num);
 	tab_put(scq->tab, scq->tab_mask, sqp);
 }
@@ -369,6 +394,9 @@ void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 /* The provider destroyed it (unlinked already; CQ and QP locks held). */
 void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
+	if (!sqp->registered)
+		return;
+	sqp->registered = false;
 	if (!atomic_load(&sqp->pt))
 		atomic_fetch_sub(&scq->layered, 1);
 	stale_seal(scq, sqp->qp_num);
@@ -399,6 +427,9 @@ struct sverbs_cq *sverbs_cq_create(const struct sverbs_adapter *ad,
 	if (!scq->cfg.cq_headroom)
 		scq->cfg.cq_headroom = 4;
 	scq->hr_total = scq->cfg.cq_headroom;
+	scq->app_cqe = cq->cqe > (int)scq->hr_total
+			       ? (uint32_t)cq->cqe - scq->hr_total
+			       : 1;
 	hr_set_limit(scq);
 	scq->poll_gen = 1; /* a new QP's poll_gen (0) is never current */
 	scq->tab_mask = 15;
@@ -430,6 +461,8 @@ int sverbs_cq_resize(struct sverbs_cq *scq, int cqe)
 					scq->wr_capacity + SV_RING_SLACK);
 	if (!ret)
 		ret = scq->ad->resize_cq(scq->cq, cqe + (int)scq->hr_total);
+	if (!ret)
+		scq->app_cqe = (uint32_t)cqe;
 	pthread_spin_unlock(&scq->lock);
 	return ret;
 }
@@ -789,6 +822,8 @@ static int sv_start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr)
 	ret = ex_next(scq);
 	if (ret)
 		pthread_spin_unlock(&scq->lock);
+	else
+		ex_polling = scq;
 	return ret;
 }
 
@@ -799,6 +834,7 @@ static int sv_next_poll(struct ibv_cq_ex *cq)
 
 static void sv_end_poll(struct ibv_cq_ex *cq)
 {
+	ex_polling = NULL;
 	pthread_spin_unlock(&ex_scq(cq)->lock);
 }
 

@@ -72,6 +72,12 @@ struct sverbs_cq {
 	 * hr_used, taken on the post path without the CQ lock.
 	 */
 	uint32_t hr_total;
+	/*
+	 * The entries the application asked for (at creation: the
+	 * provider's size less cq_headroom): the layer's resizes ask for this
+	 * plus hr_total, never for the provider's rounded-up size plus more.
+	 */
+	uint32_t app_cqe;
 	atomic_uint hr_limit;
 	atomic_uint hr_used;
 	atomic_uint hr_waiters;

@@ -11,8 +11,10 @@
 
 #include "qp_int.h"
 
-static void qp_free(struct sverbs_qp *sqp)
+/* The layer's per-QP state: what a QP in pass-through does without. */
+static void queue_free(struct sverbs_qp *sqp)
 {
+	free(sqp->batch);
 	free(sqp->chain_sge);
 	free(sqp->chain);
 	free(sqp->ring);
@@ -21,11 +23,22 @@ static void qp_free(struct sverbs_qp *sqp)
 		free(sqp->slots[0].inl);
 	}
 	free(sqp->slots);
+	sqp->batch = NULL;
+	sqp->chain_sge = NULL;
+	sqp->chain = NULL;
+	sqp->ring = NULL;
+	sqp->slots = NULL;
+}
+
+static void qp_free(struct sverbs_qp *sqp)
+{
+	queue_free(sqp);
+	free(sqp->raw_qpx);
 	pthread_spin_destroy(&sqp->lock);
 	free(sqp);
 }
 
-static int qp_alloc(struct sverbs_qp *sqp)
+static int queue_alloc(struct sverbs_qp *sqp)
 {
 	uint32_t i, ring = 1;
 	struct ibv_sge *sge;
@@ -39,13 +52,15 @@ static int qp_alloc(struct sverbs_qp *sqp)
 	sqp->chain = calloc(sqp->cap, sizeof(*sqp->chain));
 	sqp->chain_sge = calloc((size_t)sqp->cap * sqp->max_sge,
 				sizeof(*sqp->chain_sge));
+	sqp->batch = calloc(1, sizeof(*sqp->batch));
 	sge = calloc((size_t)sqp->cap * sqp->max_sge, sizeof(*sge));
 	if (sqp->max_inline)
 		inl = malloc((size_t)sqp->cap * sqp->max_inline);
 	if (!sqp->ring || !sqp->slots || !sqp->chain || !sqp->chain_sge ||
-	    !sge || (sqp->max_inline && !inl)) {
+	    !sqp->batch || !sge || (sqp->max_inline && !inl)) {
 		free(sge);
 		free(inl);
+		queue_free(sqp);
 		return ENOMEM;
 	}
 	sqp->free_head = SV_NONE;
@@ -55,7 +70,53 @@ static int qp_alloc(struct sverbs_qp *sqp)
 			inl ? inl + (size_t)i * sqp->max_inline : NULL;
 		sv_slot_free(sqp, i);
 	}
+	sverbs_batch_init(sqp->batch, sqp->cfg.batch_budget_us);
 	return 0;
+}
+
+/*
+ * The queue and the CQ's registration, made (CQ lock held) when the QP is
+ * created out of pass-through, or when it leaves it.  0, ENOMEM, or EAGAIN:
+ * no CQ headroom for it (it stays stock).
+ */
+static int queue_setup(struct sverbs_qp *sqp)
+{
+	int ret = queue_alloc(sqp);
+
+	if (ret)
+		return ret;
+	ret = sv_cq_register(sqp->scq, sqp);
+	if (ret)
+		queue_free(sqp);
+	return ret;
+}
+
+/*
+ * A QP in pass-through is about to leave it (before the QP lock: the CQ
+ * lock comes first).  Not on the post path of pass-through: once per QP,
+ * at its first WR with a priority.  Returns 0 when the queue is there;
+ * ENOMEM (the post fails as stock's does without room; the QP stays in
+ * pass-through and may try again); EAGAIN: the CQ has no headroom for one
+ * more QP, so this one stays in pass-through for good (pt_stock), as a QP
+ * the layer does not manage.
+ */
+int sv_qp_leave_prepare(struct sverbs_qp *sqp)
+{
+	/* (a post from an extended-CQ poll loop holds the CQ lock) */
+	bool locked = sv_cq_lock_post(sqp->scq);
+	int ret = 0;
+
+	pthread_spin_lock(&sqp->lock);
+	if (atomic_load(&sqp->pt_stock))
+		ret = EAGAIN;
+	else if (!sqp->registered)
+		ret = queue_setup(sqp);
+	if (ret == EAGAIN)
+		atomic_store(&sqp->pt_stock, true);
+	pthread_spin_unlock(&sqp->lock);
+	if (locked)
+		sv_cq_unlock(sqp->scq);
+	return ret;
 }
 
 /* The budget expired for WRs held on this QP (batch/timer.c's thread). */
@@ -147,12 +208,15 @@ void sverbs_qp_get_stats(struct sverbs_qp *sqp, struct sverbs_qp_stats *st)
 	pthread_spin_lock(&sqp->lock);
 	memset(st, 0, sizeof(*st));
 	st->wrs = sqp->app_wrs;
-	st->wqes = sqp->batch.stats.wrs;
-	st->doorbells = sqp->batch.stats.doorbells;
-	st->held_wrs = sqp->batch.stats.held_wrs;
-	st->held_p99_ns = sverbs_batch_held_quantile(&sqp->batch.stats, 0.99);
+	if (sqp->batch) {
+		st->wqes = sqp->batch->stats.wrs;
+		st->doorbells = sqp->batch->stats.doorbells;
+		st->held_wrs = sqp->batch->stats.held_wrs;
+		st->held_p99_ns =
+			sverbs_batch_held_quantile(&sqp->batch->stats, 0.99);
+		st->batch_budget_ns = sqp->batch->budget_ns;
+	}
 	st->slice_bytes = sv_slice_bytes(&sqp->slicer);
-	st->batch_budget_ns = sqp->batch.budget_ns;
 	if (atomic_load(&sqp->pt))
 		st->flags |= SVERBS_QP_STATS_PASSTHROUGH;
 	pthread_spin_unlock(&sqp->lock);
@@ -166,7 +230,7 @@ void sverbs_qp_get_stats(struct sverbs_qp *sqp, struct sverbs_qp_stats *st)
 static bool passthrough_ok(const struct sverbs_qp *sqp)
 {
 	return sqp->cfg.passthrough && !sqp->cfg.slice_always &&
-	       !sqp->cfg.small_msg_bytes && !sqp->batch.budget_ns;
+	       !sqp->cfg.small_msg_bytes && !sqp->cfg.batch_budget_us;
 }
 
 struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
@@ -175,7 +239,7 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 				   const struct sverbs_config *cfg)
 {
 	struct sverbs_qp *sqp;
-	int l;
+	int l, ret;
 
 	if (!ad || !qp || !send_cq || !attr || !cfg ||
 	    !sverbs_config_enabled(cfg) || !attr->cap.max_send_wr)
@@ -217,22 +281,27 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	sqp->build_cur = SV_NONE;
 	sv_slicer_init(&sqp->slicer, cfg);
 	sqp->scheduled = cfg->slice_always;
-	sverbs_batch_init(&sqp->batch, cfg->batch_budget_us);
 	sqp->cfg.batch_prio_mask &= ~(1u << SVERBS_PRIO_HIGHEST);
-	if (sqp->batch.budget_ns &&
-	    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp,
-			     cfg->batch_linger ? sqp->batch.budget_ns : 0))
-		sqp->batch.budget_ns = 0; /* no timer: never hold */
-	sqp->timer_on = sqp->batch.budget_ns != 0;
 	atomic_init(&sqp->pt, passthrough_ok(sqp));
-	if (qp_alloc(sqp) || !sv_cq_register(send_cq, sqp)) {
-		if (sqp->timer_on)
-			sverbs_timer_del(&sqp->timer);
+	atomic_init(&sqp->pt_stock, false);
+	/* in pass-through: nothing more until it leaves (16.10) */
+	if (atomic_load(&sqp->pt)) {
+		live_add(sqp);
+		return sqp;
+	}
+	sv_cq_lock(send_cq);
+	ret = queue_setup(sqp);
+	sv_cq_unlock(send_cq);
+	if (ret) {
 		qp_free(sqp);
 		return NULL;
 	}
-	if (!atomic_load(&sqp->pt))
-		sv_cq_layered(send_cq);
+	if (sqp->batch->budget_ns &&
+	    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp,
+			     cfg->batch_linger ? sqp->batch->budget_ns : 0))
+		sqp->batch->budget_ns = 0; /* no timer: never hold */
+	sqp->timer_on = sqp->batch->budget_ns != 0;
+	sv_cq_layered(send_cq);
 	live_add(sqp);
 	return sqp;
 }
@@ -309,7 +378,7 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 		    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp,
 				     sqp->timer.tick_ns)) {
 			sqp->timer_on = false;
-			sqp->batch.budget_ns = 0;
+			sqp->batch->budget_ns = 0;
 		}
 		return;
 	}

@@ -397,13 +397,13 @@ static bool sv_ring_now(struct sverbs_qp *sqp, enum sv_pump_why why,
 {
 	uint64_t deadline = 0;
 
-	if (!sqp->batch.budget_ns)
+	if (!sqp->batch->budget_ns)
 		return true;
 	/* one clock read per posted WR: the post's pump reuses the arrival's */
 	*now = why == SV_PUMP_POST && sqp->arrival_ns ? sqp->arrival_ns
 						      : sverbs_now_ns();
 	sqp->arrival_ns = 0;
-	if (sverbs_batch_decide(&sqp->batch, batch_reason(why), sqp->queued,
+	if (sverbs_batch_decide(sqp->batch, batch_reason(why), sqp->queued,
 				holdable(sqp), sqp->hold_since, *now,
 				&deadline) == SVERBS_BATCH_RING) {
 		/* the hold ends here, even if the window keeps WRs back */
@@ -426,13 +426,13 @@ static bool sv_ring_now(struct sverbs_qp *sqp, enum sv_pump_why why,
 static void batch_rang(struct sverbs_qp *sqp, uint32_t n, uint64_t now)
 {
 	/* a held batch reports the delay holding added (not window waits) */
-	sverbs_batch_rang(&sqp->batch, n, sqp->held_wait,
+	sverbs_batch_rang(sqp->batch, n, sqp->held_wait,
 			  sqp->held_wait ? now - sqp->held_wait + 1
 					 : sqp->hold_since,
 			  now);
 	sqp->held_wait = 0;
 	if (!sqp->cfg.batch)
-		sqp->batch.stats.doorbells += n - 1; /* one per WQE */
+		sqp->batch->stats.doorbells += n - 1; /* one per WQE */
 	sv_qp_unhold(sqp);
 	/* what the window kept back has waited since now */
 	sqp->hold_since = now;
@@ -734,8 +734,8 @@ round:
 		n = 0;
 		goto round;
 	}
-	if (why == SV_PUMP_POST && sqp->batch.budget_ns)
-		sverbs_batch_returned(&sqp->batch, sverbs_now_ns());
+	if (why == SV_PUMP_POST && sqp->batch->budget_ns)
+		sverbs_batch_returned(sqp->batch, sverbs_now_ns());
 	if (idle)
 		sv_slicer_busy(&sqp->slicer, sqp->inflight_bytes - bytes0);
 }
@@ -766,7 +766,7 @@ int sv_post_direct(struct sverbs_qp *sqp, uint32_t s,
 	struct sv_wqe *q;
 	uint8_t prio, seen;
 
-	if (sqp->scheduled || sqp->batch.budget_ns || sqp->hw_err ||
+	if (sqp->scheduled || sqp->batch->budget_ns || sqp->hw_err ||
 	    sqp->pt_inflight || sqp->inflight_wqes >= sqp->depth ||
 	    (flags & IBV_SEND_FENCE) || sverbs_prio_of(flags) >= 0)
 		return -1;
@@ -809,7 +809,7 @@ int sv_post_direct(struct sverbs_qp *sqp, uint32_t s,
 	w->cur.off = len;
 	sv_wqe_account(sqp, q);
 	sqp->seq_next++;
-	sverbs_batch_rang(&sqp->batch, 1, false, 0, 0);
+	sverbs_batch_rang(sqp->batch, 1, false, 0, 0);
 	if (idle)
 		sv_slicer_busy(&sqp->slicer, len);
 	return 0;

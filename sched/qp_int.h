@@ -13,7 +13,10 @@
  *   lifetime.c  create, modify, destroy, the batching timer, statistics
  *   wr_api.c    the ibv_wr_* API on top of admit.c
  *
- * Objects, all allocated when a QP registers (never on post/poll):
+ * Objects, all allocated when a QP registers with its CQ (never on
+ * post/poll): at creation, or, for a QP that starts in pass-through, when
+ * its first WR with a priority ends pass-through (sv_qp_leave_prepare()).
+ * A QP in pass-through has only struct sverbs_qp (under 1 KiB):
  *
  *   struct sv_wr     one application WR (a "slot"): a copy of its
  *                    ibv_send_wr with its SGE list (max_send_sge entries)
@@ -108,7 +111,7 @@ struct sverbs_qp {
 	struct ibv_qp *qp;
 	struct ibv_qp_ex *qpx; /* set when the ibv_wr_* API is installed */
 	/* ... and the provider's wr_* ops, for pass-through batches */
-	struct ibv_qp_ex raw_qpx;
+	struct ibv_qp_ex *raw_qpx;
 	struct sverbs_cq *scq;
 	struct sverbs_config cfg;
 	uint32_t qp_num;
@@ -147,6 +150,15 @@ struct sverbs_qp {
 	 * the lock on the post path; cleared once, under it, never set again.
 	 */
 	atomic_bool pt;
+	/*
+	 * The slots, the ring, the chain and the batching state exist and
+	 * the QP is in its CQ's table (CQ and QP locks to change; the CQ side
+	 * reads it under the CQ lock).  pt_stock: the CQ had no headroom for
+	 * it when it left pass-through: it stays there, as a QP the layer
+	 * does not manage (set once, under the CQ lock).
+	 */
+	bool registered;
+	atomic_bool pt_stock;
 	bool pt_inflight; /* WQEs posted in pass-through may still be in flight
 			   */
 	/*
@@ -174,8 +186,8 @@ struct sverbs_qp {
 
 	struct sv_slicer slicer;
 
-	/* batching (batch/): when a pump round rings */
-	struct sverbs_batch batch;
+	/* batching (batch/): when a pump round rings; NULL until registered */
+	struct sverbs_batch *batch;
 	struct sverbs_timer_entry timer; /* armed while WRs are held */
 	bool timer_on;
 	bool held;	       /* the queued WRs waited for a bigger batch */
@@ -380,6 +392,7 @@ void sv_wr_stamp(struct sverbs_qp *sqp, struct sv_wr *w, unsigned int flags,
 uint8_t sv_wr_prio(const struct sverbs_qp *sqp, enum ibv_wr_opcode op,
 		   unsigned int flags, uint64_t len);
 bool sv_wr_app_signaled(const struct sverbs_qp *sqp, unsigned int flags);
+int sv_qp_leave_prepare(struct sverbs_qp *sqp);
 void sv_qp_leave_passthrough(struct sverbs_qp *sqp);
 
 /* pump.c; with the QP lock held */

@@ -36,14 +36,15 @@ bool sv_objmap_insert(const void *key, void *val);
 void *sv_objmap_lookup(const void *key);
 void sv_objmap_remove(const void *key);
 
-/* cq.c; register/unregister/drain with the CQ lock held except register */
-bool sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp);
+/* cq.c; register/unlink/relink/unregister/drain with the CQ lock held */
+int sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp);
 void sv_cq_unlink(struct sverbs_cq *scq, struct sverbs_qp *sqp);
 void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp);
 void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp);
 void sv_cq_drain(struct sverbs_cq *scq);
 void sv_cq_lock(struct sverbs_cq *scq);
 void sv_cq_unlock(struct sverbs_cq *scq);
+bool sv_cq_lock_post(struct sverbs_cq *scq);
 void sv_cq_layered(struct sverbs_cq *scq);
 void sv_cq_held(struct sverbs_cq *scq, bool held);
 void sv_emit(struct sv_emit *e, const struct ibv_wc *wc);

@@ -22,6 +22,7 @@
  * (its own WRs go in posting order, unscheduled).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "qp_int.h"
@@ -56,19 +57,19 @@ static bool in_pt_batch(const struct ibv_qp_ex *qpx)
 				pt_batch_prio = true;                         \
 				(qpx)->wr_flags = flags_ & ~SVERBS_PRIO_MASK; \
 			}                                                     \
-			pt_batch->raw_qpx.op((qpx), ##__VA_ARGS__);           \
+			pt_batch->raw_qpx->op((qpx), ##__VA_ARGS__);          \
 			(qpx)->wr_flags = flags_;                             \
 			return;                                               \
 		}                                                             \
 	} while (0)
 
 /* In this thread's pass-through batch: the provider's setter op. */
-#define PT_SET(qpx, op, ...)                                        \
-	do {                                                        \
-		if (in_pt_batch(qpx)) {                             \
-			pt_batch->raw_qpx.op((qpx), ##__VA_ARGS__); \
-			return;                                     \
-		}                                                   \
+#define PT_SET(qpx, op, ...)                                         \
+	do {                                                         \
+		if (in_pt_batch(qpx)) {                              \
+			pt_batch->raw_qpx->op((qpx), ##__VA_ARGS__); \
+			return;                                      \
+		}                                                    \
 	} while (0)
 
 /* The end of this thread's pass-through batch (complete or abort). */
@@ -81,11 +82,12 @@ static int pt_batch_end(struct ibv_qp_ex *qpx, bool complete)
 	pt_batch = NULL;
 	pt_batch_prio = false;
 	if (!complete) {
-		sqp->raw_qpx.wr_abort(qpx);
+		sqp->raw_qpx->wr_abort(qpx);
 		return 0;
 	}
-	ret = sqp->raw_qpx.wr_complete(qpx);
-	if (prio) {
+	ret = sqp->raw_qpx->wr_complete(qpx);
+	/* without the layer's queue (no memory), pass-through goes on */
+	if (prio && !sv_qp_leave_prepare(sqp)) {
 		pthread_spin_lock(&sqp->lock);
 		if (atomic_load(&sqp->pt))
 			sv_qp_leave_passthrough(sqp);
@@ -110,20 +112,24 @@ static void build_drop(struct sverbs_qp *sqp)
 static void sv_wr_start(struct ibv_qp_ex *qpx)
 {
 	struct sverbs_qp *sqp = to_sqp(qpx);
+	int err = 0;
 
 	/* one pass-through batch per thread; a second one is queued */
 	if (!pt_batch && atomic_load_explicit(&sqp->pt, memory_order_acquire)) {
-		sqp->raw_qpx.wr_start(qpx);
+		sqp->raw_qpx->wr_start(qpx);
 		pt_batch = sqp;
 		return;
 	}
+	/* the layer's queue, if not yet there (else the batch fails) */
+	if (atomic_load_explicit(&sqp->pt, memory_order_acquire))
+		err = sv_qp_leave_prepare(sqp);
 	pthread_spin_lock(&sqp->lock);
 	/* internal wr_ids follow: the CQ must translate */
-	if (atomic_load_explicit(&sqp->pt, memory_order_relaxed))
+	if (!err && atomic_load_explicit(&sqp->pt, memory_order_relaxed))
 		sv_qp_leave_passthrough(sqp);
 	sqp->build.head = sqp->build.tail = SV_NONE;
 	sqp->build_cur = SV_NONE;
-	sqp->build_err = 0;
+	sqp->build_err = err ? ENOMEM : 0;
 }
 
 static int sv_wr_complete(struct ibv_qp_ex *qpx)
@@ -449,10 +455,16 @@ bool sverbs_qp_install_wr_ops(struct sverbs_qp *sqp, struct ibv_qp_ex *qpx,
 {
 	if (send_ops_flags & SV_UNCARRIED_SEND_OPS)
 		return false;
-	if (!sv_objmap_insert(qpx, sqp))
-		return false;
 	/* the provider's ops, for pass-through (only the ops are used) */
-	sqp->raw_qpx = *qpx;
+	sqp->raw_qpx = malloc(sizeof(*sqp->raw_qpx));
+	if (!sqp->raw_qpx)
+		return false;
+	if (!sv_objmap_insert(qpx, sqp)) {
+		free(sqp->raw_qpx);
+		sqp->raw_qpx = NULL;
+		return false;
+	}
+	*sqp->raw_qpx = *qpx;
 	sqp->qpx = qpx;
 	qpx->wr_start = sv_wr_start;
 	qpx->wr_complete = sv_wr_complete;

@@ -228,10 +228,14 @@ static int fk_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 
 static int fk_resize_cq(struct ibv_cq *cq, int cqe)
 {
+	int n = 1;
+
 	fk->resize_calls++;
 	if (fk->resize_fails)
 		return EINVAL;
-	cq->cqe = cqe;
+	while (fk->resize_round && n < cqe + 1)
+		n <<= 1;
+	cq->cqe = fk->resize_round ? n - 1 : cqe;
 	return 0;
 }
 

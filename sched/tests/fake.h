@@ -60,6 +60,7 @@ struct fk {
 	int notify_calls;
 	int resize_calls;
 	bool resize_fails;
+	bool resize_round; /* resize gives 2^n - 1 >= the size asked (rxe) */
 	bool cq_lockless; /* the provider polls the CQ without a lock */
 	int limit_err; /* errno for a WR beyond the QP's limits (0: EINVAL) */
 	bool flush_signaled_only;
