@@ -46,6 +46,7 @@ WRK=$(command -v wrk || true)
 command -v curl > /dev/null || { echo "SKIP: curl not installed"; exit 77; }
 ulimit -n 65536 2> /dev/null || true
 ulimit -c 0
+. "$HERE/wait.sh"
 DIR=$(mktemp -d /tmp/sverbs-proxy-rdma.XXXXXX)
 FAILS=0 PASSES=0
 PIDS=()
@@ -150,24 +151,12 @@ start_ingress() {
     PIDS+=($!)
 }
 code() { curl -s -o /dev/null --max-time 15 -w '%{http_code}' "$@"; }
-wait_200() {  # bounded: 30 s
-    for _ in $(seq 1 150); do
-        [ "$(code --max-time 2 "$URL/healthz")" = 200 ] && return 0
-        sleep 0.2
-    done
-    return 1
-}
+healthz_200() { [ "$(code --max-time 2 "$URL/healthz")" = 200 ]; }
+wait_200() { wait_until 30 "200 from /healthz" healthz_200; }
 # Both ingress workers' channels up (a worker that dialled before the egress
 # listened reconnects after its backoff), bounded: 30 s.
-wait_channels() {
-    local c
-    for _ in $(seq 1 150); do
-        c=$(metric_sum "http://$IN_IP:$P_IMET/metrics" 'sverbs_proxy_channel_up{role="ingress"')
-        [ "$c" = 2 ] && return 0
-        sleep 0.2
-    done
-    return 1
-}
+channels_up() { [ "$(metric_sum "http://$IN_IP:$P_IMET/metrics" 'sverbs_proxy_channel_up{role="ingress"')" = 2 ]; }
+wait_channels() { wait_until 30 "2 ingress channels up" channels_up; }
 raw_status() {
     exec 5<> /dev/tcp/$IN_IP/$P_IN || {
         echo 000
@@ -183,6 +172,9 @@ metric_sum() {  # metric_sum URL NAME-PREFIX: sum of the samples whose line star
     curl -s --max-time 2 "$1" | awk -v m="$2" 'index($0, m) == 1 {s += $NF} END {print s + 0}'
 }
 inflight() { metric_sum "http://$IN_IP:$P_IMET/metrics" 'sverbs_proxy_inflight_requests{role="ingress"'; }
+inflight_is() { [ "$(inflight)" = "$1" ]; }
+# draining_logged N: the egress log holds more than N "signal ...: draining" lines
+draining_logged() { [ "$(grep -c 'signal .*: draining' "$DIR/egress.log")" -gt "$1" ]; }
 stop_all() {
     for p in ${INGRESS_PID:-} ${EGRESS_PID:-} ${COMPUTE_PID:-}; do kill -9 "$p" 2> /dev/null; done
     wait 2> /dev/null
@@ -262,10 +254,7 @@ run_mode() {
     kill -STOP "$COMPUTE_PID"
     curl -s -o /dev/null --max-time 15 -w '%{http_code}' -d held "$URL/echo" > "$DIR/held.code" &
     local held=$!
-    for _ in $(seq 1 50); do  # bounded: <= 50 x 2 s
-        [ "$(inflight)" = 1 ] && break
-        sleep 0.1
-    done
+    check "[$m] the held request in flight at the ingress" wait_until 30 "1 request in flight" inflight_is 1
     kill -9 "$EGRESS_PID"
     wait "$EGRESS_PID" 2> /dev/null
     wait $held
@@ -313,9 +302,12 @@ run_mode() {
             "$URL/echo" > "$DIR/drain-$i.code" &
         held+=($!)
     done
-    for _ in $(seq 1 100); do [ "$(inflight)" = 8 ] && break; sleep 0.1; done
+    check "[$m] 8 requests in flight at the ingress" wait_until 30 "8 requests in flight" inflight_is 8
+    local drains
+    drains=$(grep -c 'signal .*: draining' "$DIR/egress.log")
     kill -TERM "$EGRESS_PID"
-    sleep 0.5
+    # resume the service only once the egress is draining
+    check "[$m] egress logs that it drains" wait_until 30 "the egress draining" draining_logged "$drains"
     kill -CONT "$COMPUTE_PID"
     wait "${held[@]}"
     local bad=0 codes=""
@@ -325,11 +317,7 @@ run_mode() {
     done
     check "[$m] egress SIGTERM with 8 answers in flight: all 200 with their bodies (codes:$codes)" [ "$bad" = 0 ]
     local rc=timeout
-    for _ in $(seq 1 200); do
-        kill -0 "$EGRESS_PID" 2> /dev/null || break
-        sleep 0.05
-    done
-    kill -0 "$EGRESS_PID" 2> /dev/null || {
+    wait_until 30 "the egress exits" gone "$EGRESS_PID" && {
         wait "$EGRESS_PID"
         rc=$?
     }
@@ -338,11 +326,7 @@ run_mode() {
     # --- graceful drain of the ingress
     kill -TERM "$INGRESS_PID"
     rc=timeout
-    for _ in $(seq 1 200); do
-        kill -0 "$INGRESS_PID" 2> /dev/null || break
-        sleep 0.05
-    done
-    kill -0 "$INGRESS_PID" 2> /dev/null || {
+    wait_until 30 "the ingress exits" gone "$INGRESS_PID" && {
         wait "$INGRESS_PID"
         rc=$?
     }
