@@ -4,7 +4,8 @@
 #   run-rdma.sh <sverbs-proxy> <sverbs-compute> <rdma-core prefix> [on|off ...]
 #
 # On the host it re-runs itself inside a guest (tests/vm/run-in-vm.sh, SVERBS_VM_RUNNER);
-# exit 77 with the reason when no guest can be started.  In the guest (rxe0 on veth0
+# it fails with the reason when no guest can be started (tests/cannot-run.sh: skips only
+# with SVERBS_ALLOW_SKIP=1 or on tests/skip-list.txt).  In the guest (rxe0 on veth0
 # 10.77.0.1, rxe1 on veth1 10.77.0.2):
 #   compute  10.77.0.2:19000 (TCP)          egress 10.77.0.2:17000 (RDMA, rxe1, 2 workers)
 #   ingress  10.77.0.1:18080 (HTTP), dials the egress from 10.77.0.1 (rxe0), 2 workers
@@ -24,18 +25,17 @@ shift 3
 MODES=("$@")
 [ ${#MODES[@]} -gt 0 ] || MODES=(on off)
 
+. "$REPO/tests/cannot-run.sh"
 if [ -z "${RXE_VM_HOST:-}" ]; then  # host: boot a guest and run this script there
     RUNNER=${SVERBS_VM_RUNNER:-$REPO/tests/vm/run-in-vm.sh}
     if ! why=$("$RUNNER" --check 2>&1); then
-        echo "SKIP: cannot start a guest: $why"
-        exit 77
+        cannot_run "cannot start a guest: $why"
     fi
     cmd=$(printf '%q ' bash "$0" "$PROXY" "$COMPUTE" "$PREFIX" "${MODES[@]}")
     "$RUNNER" "$cmd"
     rc=$?
     if [ $rc = 125 ]; then
-        echo "SKIP: the guest did not start (run-in-vm.sh status 125, see its console log)"
-        exit 77
+        cannot_run "the guest did not start (run-in-vm.sh status 125, see its console log)"
     fi
     exit $rc
 fi
@@ -43,7 +43,7 @@ fi
 # ------------------------------------------------------------------ in the guest
 [ -r "$PREFIX/env.sh" ] && . "$PREFIX/env.sh"
 WRK=$(command -v wrk || true)
-command -v curl > /dev/null || { echo "SKIP: curl not installed"; exit 77; }
+command -v curl > /dev/null || cannot_run "curl not installed (scripts/setup.sh installs it)"
 ulimit -n 65536 2> /dev/null || true
 ulimit -c 0
 . "$HERE/wait.sh"
