@@ -113,7 +113,7 @@ code() { curl -s -o /dev/null --max-time 10 -w '%{http_code}' "$@"; }
 
 healthz_200() { [ "$(code --max-time 2 "$URL/healthz")" = 200 ]; }
 # wait_200 WHAT: a request through the proxy answers 200 within 30 s
-wait_200() { wait_until 30 "$1: 200 from /healthz" healthz_200; }
+wait_200() { wait_until 60 "$1: 200 from /healthz" healthz_200; }
 # Raw request over bash /dev/tcp; prints the status line's code.
 raw_status() {
     exec 5<>/dev/tcp/127.0.0.1/$P_IN || { echo 000; return; }
