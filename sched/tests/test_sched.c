@@ -2375,6 +2375,7 @@ static void test_budget_holds_until_poll(void)
 {
 	struct sverbs_qp_stats st;
 	struct ibv_wc wc[16];
+	int i;
 
 	budget_setup(10 * 1000 * 1000);
 	post_each(10, -1, 0);
@@ -2392,12 +2393,16 @@ static void test_budget_holds_until_poll(void)
 	CU_ASSERT_EQUAL(st.held_wrs, 9);
 	CU_ASSERT_EQUAL(st.batch_budget_ns, 10ull * 1000 * 1000 * 1000);
 	CU_ASSERT_EQUAL(drain(0, wc, 16), 10);
+	/* the held batch went out in post order: one QP completes in order */
+	for (i = 0; i < 10; i++)
+		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + i);
 	/* nothing in flight: the next WR rings at once, the one after waits */
 	post_each(2, -1, 0);
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 11);
 	CU_ASSERT_EQUAL(fk->doorbells, 3);
 	CU_ASSERT_EQUAL(sqp[0]->queued, 1);
 	CU_ASSERT_EQUAL(drain(0, wc, 16), 2);
+	CU_ASSERT(wc[0].wr_id == 100 && wc[1].wr_id == 101);
 	teardown();
 }
 

@@ -5,12 +5,14 @@
 #   RC   ib_write_bw, ib_write_lat, ib_read_bw, ib_read_lat, ib_send_bw -q 4,
 #        ib_send_lat;
 #   -e   (completion events) ib_read_bw, ib_send_bw, ib_send_lat, ib_read_lat;
-#   -l   (--post_list) ib_write_bw -l 8, ib_send_bw -l 4;
-#   -R   (rdma_cm) ib_write_bw, ib_send_lat, ib_read_bw;
+#   -l   (--post_list) ib_write_bw -l 8, ib_read_bw -l 4, ib_send_bw -l 4;
+#   -R   (rdma_cm) all six: ib_write_bw, ib_write_lat, ib_read_bw,
+#        ib_read_lat, ib_send_bw, ib_send_lat;
 #   UD   ib_send_bw -c UD, ib_send_lat -c UD
-# (ib_write_bw and the _lat tools but send/read have no -e; rxe has no UD
-# WRITE/READ), all with -F (no CPU frequency check in a VM) -u 20, and
-# -x 1 (RoCE v2 GID) unless -R.
+# That is every option perftest 4.5 offers these tools: ib_write_bw and
+# ib_write_lat have no -e, the _lat tools no --post_list, and UD is SEND
+# only (rxe has no UD WRITE/READ).  All with -F (no CPU frequency check in a
+# VM) -u 20, and -x 1 (RoCE v2 GID) unless -R.
 # Asserted, for client and server: exit 0, loaded libibverbs + librxe from
 # PREFIX, a result row with the requested message size and the complete
 # iteration count, and sane numbers (bandwidth and message rate > 0;
@@ -58,9 +60,13 @@ TESTS=(
   "read_lat_events|ib_read_lat|-e -s 2 -n 200|lat|2|200|cli"
   "write_bw_postlist|ib_write_bw|-l 8 -s 4096 -n 400|bw|4096|400|cli srv"
   "send_bw_postlist|ib_send_bw|-l 4 -s 4096 -n 400|bw|4096|400|cli srv"
+  "read_bw_postlist|ib_read_bw|-l 4 -s 16384 -n 200|bw|16384|200|cli srv"   # 4 slices each in queue mode
   "write_bw_cm|ib_write_bw|-R -s 65536 -n 100|bw|65536|100|cli srv"
-  "send_lat_cm|ib_send_lat|-R -s 2 -n 200|lat|2|200|cli srv"
+  "write_lat_cm|ib_write_lat|-R -s 2 -n 200|lat|2|200|cli srv"
   "read_bw_cm|ib_read_bw|-R -s 65536 -n 100|bw|65536|100|cli srv"
+  "read_lat_cm|ib_read_lat|-R -s 2 -n 200|lat|2|200|cli"
+  "send_bw_cm|ib_send_bw|-R -s 65536 -n 100|bw|65536|100|cli srv"
+  "send_lat_cm|ib_send_lat|-R -s 2 -n 200|lat|2|200|cli srv"
   "send_bw_ud|ib_send_bw|-c UD -s 512 -n 200|bw|512|200|cli"
   "send_lat_ud|ib_send_lat|-c UD -s 2 -n 300|lat|2|300|cli srv"
 )

@@ -44,6 +44,18 @@ def check(cond, what):
     return cond
 
 
+def wait_for(cond, timeout=30.0):
+    """Polls cond() until it is true or `timeout` s of wall-clock time have passed (however
+    long each try takes on a loaded host) and returns its last value: the caller checks it,
+    so a state that never comes fails loudly instead of a fixed sleep being too short."""
+    deadline = time.time() + timeout
+    while True:
+        v = cond()
+        if v or time.time() >= deadline:
+            return v
+        time.sleep(0.05)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -472,18 +484,19 @@ def drain_refuses_new(st):
         return
     os.kill(st.procs["compute"].pid, signal.SIGSTOP)
     ts, res = parallel(request, [(st.p_in, "POST", "/echo", f"held-{i}".encode()) for i in range(6)])
-    for _ in range(100):
-        if st.egress_metric('sverbs_proxy_inflight_requests{role="egress"}') == 6:
-            break
-        time.sleep(0.05)
-    check(st.egress_metric('sverbs_proxy_inflight_requests{role="egress"}') == 6,
+    check(wait_for(lambda: st.egress_metric('sverbs_proxy_inflight_requests{role="egress"}') == 6),
           "6 requests held at the stopped service")
     os.kill(st.procs["ingress"].pid, signal.SIGTERM)
     os.kill(st.procs["egress"].pid, signal.SIGTERM)
-    time.sleep(0.3)
-    check(refused(st.p_in), "ingress client port refuses new connections while draining")
-    check(refused(st.p_eg), "egress channel port refuses new connections while draining")
-    check(refused(st.p_met), "egress metrics port refuses new connections while draining")
+    # The held requests keep both processes alive (draining) until the service resumes.
+    check(wait_for(lambda: refused(st.p_in)),
+          "ingress client port refuses new connections while draining")
+    check(wait_for(lambda: refused(st.p_eg)),
+          "egress channel port refuses new connections while draining")
+    check(wait_for(lambda: refused(st.p_met)),
+          "egress metrics port refuses new connections while draining")
+    check(st.procs["ingress"].poll() is None and st.procs["egress"].poll() is None,
+          "ingress and egress still draining with requests held")
     os.kill(st.procs["compute"].pid, signal.SIGCONT)
     for t in ts:
         t.join()
@@ -529,18 +542,8 @@ def egress_emfile(st):
     lim = 48
     st.start_egress(preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (lim, lim)))
     st.start_ingress()
-    for _ in range(100):
-        if st.egress_metric('sverbs_proxy_channel_up{') == 1:
-            break
-        time.sleep(0.1)
-    ok = False
-    for _ in range(100):
-        v = st.egress_metric("sverbs_proxy_channel_up")
-        if v and v >= 1:
-            ok = True
-            break
-        time.sleep(0.1)
-    if not check(ok, "channel up"):
+    if not check(wait_for(lambda: (st.egress_metric("sverbs_proxy_channel_up") or 0) >= 1),
+                 "channel up"):
         return
     pid = st.procs["egress"].pid
     hogs = []
@@ -550,15 +553,19 @@ def egress_emfile(st):
             break
         hogs.append(socket.create_connection(("127.0.0.1", st.p_eg)))
         time.sleep(0.01)
-    time.sleep(0.3)
-    n = len(os.listdir(f"/proc/{pid}/fd"))
+
+    def nfd():
+        return len(os.listdir(f"/proc/{pid}/fd"))
+
+    wait_for(lambda: nfd() >= lim, 10)
+    n = nfd()
     check(n >= lim, f"egress holds {n} of {lim} descriptors")
     res = [request(st.p_in, "POST", "/echo", b"emfile", timeout=15) for _ in range(3)]
     exactly_once(res, "requests while the egress has no descriptor")
     check(all(a.status in (502, 503) for a in res), f"answered 502: {[a.status for a in res]}")
     for h in hogs:
         h.close()
-    time.sleep(0.5)
+    check(wait_for(lambda: nfd() < lim - 8), f"egress closed the idle connections ({nfd()} fds)")
     res = [request(st.p_in, "POST", "/echo", b"again", timeout=15) for _ in range(4)]
     exactly_once(res, "requests after descriptors are free")
     check(all(a.status == 200 for a in res), f"answered 200 again: {[a.status for a in res]}")
@@ -662,9 +669,11 @@ def no_resend_pipelined(st):
     if not check(st.up(compute=False), "stack answers 200"):
         return
     ts, res = parallel(request, [(st.p_in, "GET", "/f/slow")])
-    time.sleep(0.3)
+    check(wait_for(lambda: fake.count("GET", "/f/slow") >= 1), "the slow GET reached the service")
     ts2, res2 = parallel(request, [(st.p_in, "POST", f"/f/p{i}", b"x") for i in range(4)])
-    time.sleep(1.0)
+    check(wait_for(lambda: st.egress_metric('sverbs_proxy_inflight_requests{role="egress"}') == 5),
+          "the 4 POSTs are at the egress behind the slow GET")
+    time.sleep(0.3)  # and written behind it (not observable; a later write only tests less)
     gate.set()
     for t in ts + ts2:
         t.join()
@@ -933,22 +942,18 @@ def systemd_notify(st):
                      env={"NOTIFY_SOCKET": sock_path})
     ok = st.wait_200()
     check(ok, "ingress serves on the socket systemd-socket-activate passed")
-    for _ in range(50):
-        if any("READY=1" in m for m in msgs):
-            break
-        time.sleep(0.1)
-    check(any("READY=1" in m for m in msgs), f"READY=1 sent: {msgs}")
+    check(wait_for(lambda: any("READY=1" in m for m in msgs)), f"READY=1 sent: {msgs}")
     log = open(os.path.join(st.dir, "ingress.log"), errors="replace").read()
     check("socket activation" in log, "ingress logs that it uses the passed socket")
     n = len(msgs)
     st.procs["ingress"].send_signal(signal.SIGHUP)
-    time.sleep(1.0)
+    wait_for(lambda: any("RELOADING=1" in m for m in msgs[n:])
+             and any("READY=1" in m for m in msgs[n:]))
     check(any("RELOADING=1" in m for m in msgs[n:]), f"RELOADING=1 on SIGHUP: {msgs[n:]}")
     check(any("READY=1" in m for m in msgs[n:]), "READY=1 after the reload")
     st.procs["ingress"].send_signal(signal.SIGTERM)
     rc = st.wait_exit("ingress")
-    time.sleep(0.2)
-    check(any("STOPPING=1" in m for m in msgs), f"STOPPING=1 on SIGTERM: {msgs}")
+    check(wait_for(lambda: any("STOPPING=1" in m for m in msgs), 10), f"STOPPING=1 on SIGTERM: {msgs}")
     check(rc == 0, f"ingress exits 0 ({rc})")
     here = os.path.dirname(os.path.abspath(__file__))
     unit = os.path.join(here, "..", "..", "systemd", "sverbs-proxy@.service")

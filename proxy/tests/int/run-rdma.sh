@@ -4,7 +4,8 @@
 #   run-rdma.sh <sverbs-proxy> <sverbs-compute> <rdma-core prefix> [on|off ...]
 #
 # On the host it re-runs itself inside a guest (tests/vm/run-in-vm.sh, SVERBS_VM_RUNNER);
-# exit 77 with the reason when no guest can be started.  In the guest (rxe0 on veth0
+# it fails with the reason when no guest can be started (tests/cannot-run.sh: skips only
+# with SVERBS_ALLOW_SKIP=1 or on tests/skip-list.txt).  In the guest (rxe0 on veth0
 # 10.77.0.1, rxe1 on veth1 10.77.0.2):
 #   compute  10.77.0.2:19000 (TCP)          egress 10.77.0.2:17000 (RDMA, rxe1, 2 workers)
 #   ingress  10.77.0.1:18080 (HTTP), dials the egress from 10.77.0.1 (rxe0), 2 workers
@@ -24,28 +25,29 @@ shift 3
 MODES=("$@")
 [ ${#MODES[@]} -gt 0 ] || MODES=(on off)
 
+. "$REPO/tests/cannot-run.sh"
 if [ -z "${RXE_VM_HOST:-}" ]; then  # host: boot a guest and run this script there
     RUNNER=${SVERBS_VM_RUNNER:-$REPO/tests/vm/run-in-vm.sh}
     if ! why=$("$RUNNER" --check 2>&1); then
-        echo "SKIP: cannot start a guest: $why"
-        exit 77
+        cannot_run "cannot start a guest: $why"
     fi
     cmd=$(printf '%q ' bash "$0" "$PROXY" "$COMPUTE" "$PREFIX" "${MODES[@]}")
     "$RUNNER" "$cmd"
     rc=$?
     if [ $rc = 125 ]; then
-        echo "SKIP: the guest did not start (run-in-vm.sh status 125, see its console log)"
-        exit 77
+        cannot_run "the guest did not start (run-in-vm.sh status 125, see its console log)"
     fi
     exit $rc
 fi
 
 # ------------------------------------------------------------------ in the guest
 [ -r "$PREFIX/env.sh" ] && . "$PREFIX/env.sh"
+unset SVERBS_TEST_NAME # the host's (tests/skip-list.txt), not a setting of the layer
 WRK=$(command -v wrk || true)
-command -v curl > /dev/null || { echo "SKIP: curl not installed"; exit 77; }
+command -v curl > /dev/null || cannot_run "curl not installed (scripts/setup.sh installs it)"
 ulimit -n 65536 2> /dev/null || true
 ulimit -c 0
+. "$HERE/wait.sh"
 DIR=$(mktemp -d /tmp/sverbs-proxy-rdma.XXXXXX)
 FAILS=0 PASSES=0
 PIDS=()
@@ -97,7 +99,7 @@ connect_timeout_ms = 3000
 listen = "$IN_IP:$P_IN"
 workers = 2
 max_body_bytes = "512KiB"
-request_timeout_ms = 8000
+request_timeout_ms = 25000
 metrics_listen = "$IN_IP:$P_IMET"
 
 [[ingress.egress]]
@@ -118,7 +120,9 @@ slo_p99_ms = 2000   # correctness test in a TCG guest: no SLO shedding wanted he
 controller = "aimd" # (run.sh does the same; the SLO controller has its own tests)
 service = "$EG_IP:$P_SVC"
 pool = 16
-service_timeout_ms = 4000
+# requests held at the stopped service (egress kill, drain) must not time out
+# while a loaded host starts the rest: at 4 s, 8 held requests got 504 (load 29)
+service_timeout_ms = 20000
 service_connect_timeout_ms = 500
 
 [[route]]
@@ -150,24 +154,14 @@ start_ingress() {
     PIDS+=($!)
 }
 code() { curl -s -o /dev/null --max-time 15 -w '%{http_code}' "$@"; }
-wait_200() {  # bounded: 30 s
-    for _ in $(seq 1 150); do
-        [ "$(code --max-time 2 "$URL/healthz")" = 200 ] && return 0
-        sleep 0.2
-    done
-    return 1
-}
+healthz_200() { [ "$(code --max-time 2 "$URL/healthz")" = 200 ]; }
+# Deadlines: a few times what an idle host needs; at load ~30 the channels took
+# ~25 s to come up.
+wait_200() { wait_until 120 "200 from /healthz" healthz_200; }
 # Both ingress workers' channels up (a worker that dialled before the egress
-# listened reconnects after its backoff), bounded: 30 s.
-wait_channels() {
-    local c
-    for _ in $(seq 1 150); do
-        c=$(metric_sum "http://$IN_IP:$P_IMET/metrics" 'sverbs_proxy_channel_up{role="ingress"')
-        [ "$c" = 2 ] && return 0
-        sleep 0.2
-    done
-    return 1
-}
+# listened reconnects after its backoff).
+channels_up() { [ "$(metric_sum "http://$IN_IP:$P_IMET/metrics" 'sverbs_proxy_channel_up{role="ingress"')" = 2 ]; }
+wait_channels() { wait_until 120 "2 ingress channels up" channels_up; }
 raw_status() {
     exec 5<> /dev/tcp/$IN_IP/$P_IN || {
         echo 000
@@ -183,6 +177,9 @@ metric_sum() {  # metric_sum URL NAME-PREFIX: sum of the samples whose line star
     curl -s --max-time 2 "$1" | awk -v m="$2" 'index($0, m) == 1 {s += $NF} END {print s + 0}'
 }
 inflight() { metric_sum "http://$IN_IP:$P_IMET/metrics" 'sverbs_proxy_inflight_requests{role="ingress"'; }
+inflight_is() { [ "$(inflight)" = "$1" ]; }
+# draining_logged N: the egress log holds more than N "signal ...: draining" lines
+draining_logged() { [ "$(grep -c 'signal .*: draining' "$DIR/egress.log")" -gt "$1" ]; }
 stop_all() {
     for p in ${INGRESS_PID:-} ${EGRESS_PID:-} ${COMPUTE_PID:-}; do kill -9 "$p" 2> /dev/null; done
     wait 2> /dev/null
@@ -262,10 +259,7 @@ run_mode() {
     kill -STOP "$COMPUTE_PID"
     curl -s -o /dev/null --max-time 15 -w '%{http_code}' -d held "$URL/echo" > "$DIR/held.code" &
     local held=$!
-    for _ in $(seq 1 50); do  # bounded: <= 50 x 2 s
-        [ "$(inflight)" = 1 ] && break
-        sleep 0.1
-    done
+    check "[$m] the held request in flight at the ingress" wait_until 60 "1 request in flight" inflight_is 1
     kill -9 "$EGRESS_PID"
     wait "$EGRESS_PID" 2> /dev/null
     wait $held
@@ -313,9 +307,12 @@ run_mode() {
             "$URL/echo" > "$DIR/drain-$i.code" &
         held+=($!)
     done
-    for _ in $(seq 1 100); do [ "$(inflight)" = 8 ] && break; sleep 0.1; done
+    check "[$m] 8 requests in flight at the ingress" wait_until 60 "8 requests in flight" inflight_is 8
+    local drains
+    drains=$(grep -c 'signal .*: draining' "$DIR/egress.log")
     kill -TERM "$EGRESS_PID"
-    sleep 0.5
+    # resume the service only once the egress is draining
+    check "[$m] egress logs that it drains" wait_until 60 "the egress draining" draining_logged "$drains"
     kill -CONT "$COMPUTE_PID"
     wait "${held[@]}"
     local bad=0 codes=""
@@ -325,11 +322,7 @@ run_mode() {
     done
     check "[$m] egress SIGTERM with 8 answers in flight: all 200 with their bodies (codes:$codes)" [ "$bad" = 0 ]
     local rc=timeout
-    for _ in $(seq 1 200); do
-        kill -0 "$EGRESS_PID" 2> /dev/null || break
-        sleep 0.05
-    done
-    kill -0 "$EGRESS_PID" 2> /dev/null || {
+    wait_until 60 "the egress exits" gone "$EGRESS_PID" && {
         wait "$EGRESS_PID"
         rc=$?
     }
@@ -338,11 +331,7 @@ run_mode() {
     # --- graceful drain of the ingress
     kill -TERM "$INGRESS_PID"
     rc=timeout
-    for _ in $(seq 1 200); do
-        kill -0 "$INGRESS_PID" 2> /dev/null || break
-        sleep 0.05
-    done
-    kill -0 "$INGRESS_PID" 2> /dev/null || {
+    wait_until 60 "the ingress exits" gone "$INGRESS_PID" && {
         wait "$INGRESS_PID"
         rc=$?
     }

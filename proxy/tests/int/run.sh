@@ -8,6 +8,7 @@ set -u
 PROXY=${1:?sverbs-proxy}
 COMPUTE=${2:?sverbs-compute}
 WRK=${WRK:-$(command -v wrk || true)}
+. "$(dirname "${BASH_SOURCE[0]}")/wait.sh"
 DIR=$(mktemp -d /tmp/sverbs-proxy-int.XXXXXX)
 FAILS=0
 PIDS=()
@@ -54,7 +55,7 @@ transport = "tcp"
 credits = 16
 reconnect_min_ms = 20
 reconnect_max_ms = 200
-heartbeat_ms = 200
+heartbeat_ms = 1000 # 200 ms: "peer silent for 3 heartbeats" on a loaded host (seen at load 30)
 
 [ingress]
 listen = "127.0.0.1:$P_IN"
@@ -62,7 +63,7 @@ workers = 1
 max_header_bytes = 4096
 max_body_bytes = 65536
 admission_limit = $1
-request_timeout_ms = 5000
+request_timeout_ms = 10000
 access_log = "$DIR/access.log"
 metrics_listen = "127.0.0.1:$P_IMET"
 
@@ -84,7 +85,9 @@ controller = "aimd" # the pipelining check below needs the batches of the AIMD r
 service = "127.0.0.1:$P_SVC"
 pool = 2
 pipeline = 8
-service_timeout_ms = 1500
+# held requests (503, 504 and pipelining below) wait at the stopped service:
+# 5 s leaves a loaded host time to start 20 curls before the first times out
+service_timeout_ms = 5000
 service_connect_timeout_ms = 500
 
 [[route]]
@@ -108,14 +111,9 @@ start_ingress() { "$PROXY" -c "$DIR/proxy.toml" --role ingress >> "$DIR/ingress.
 URL=http://127.0.0.1:$P_IN
 code() { curl -s -o /dev/null --max-time 10 -w '%{http_code}' "$@"; }
 
-# Poll (bounded) until a request through the proxy answers 200.
-wait_200() {
-    for _ in $(seq 1 100); do
-        [ "$(code "$URL/healthz")" = 200 ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
+healthz_200() { [ "$(code --max-time 2 "$URL/healthz")" = 200 ]; }
+# wait_200 WHAT: a request through the proxy answers 200 within 30 s
+wait_200() { wait_until 60 "$1: 200 from /healthz" healthz_200; }
 # Raw request over bash /dev/tcp; prints the status line's code.
 raw_status() {
     exec 5<>/dev/tcp/127.0.0.1/$P_IN || { echo 000; return; }
@@ -128,13 +126,14 @@ raw_status() {
 metric() {  # $1 = metric line prefix, prints value (0 if absent)
     curl -s --max-time 5 "http://127.0.0.1:$P_IMET/metrics" | awk -v m="$1" 'index($0, m) == 1 {print $NF; found=1} END {if (!found) print 0}'
 }
+inflight_is() { [ "$(metric 'sverbs_proxy_inflight_requests{role="ingress"}')" = "$1" ]; }
 
 write_config 1
 "$PROXY" -c "$DIR/proxy.toml" --check > /dev/null || fail "--check rejects the test config"
 start_compute
 start_egress
 start_ingress
-wait_200 || { fail "proxy never answered 200"; exit 1; }
+wait_200 "start" || { fail "proxy never answered 200"; exit 1; }
 pass "started (ingress :$P_IN, egress :$P_EG, compute :$P_SVC)"
 
 # --- 200
@@ -171,33 +170,29 @@ cmp -s "$DIR/ok.bin" "$DIR/ok.out" && pass "200 60 KB body round trip" || fail "
 kill -STOP $COMPUTE_PID
 curl -s -o "$DIR/held.out" --max-time 20 -w '%{http_code}' -d held "$URL/echo" > "$DIR/held.code" &
 HELD=$!
-for _ in $(seq 1 100); do
-    [ "$(metric 'sverbs_proxy_inflight_requests{role="ingress"}')" = 1 ] && break
-    sleep 0.05
-done
+wait_until 20 "the held request in flight" inflight_is 1 || fail "request not held at the stopped service"
 hdrs=$(curl -s -D - -o /dev/null --max-time 5 -d x "$URL/echo")
 echo "$hdrs" | head -1 | grep -q ' 503 ' && echo "$hdrs" | grep -qi '^Retry-After: 1' && pass "503 with Retry-After over the admission limit" || fail "503: $(echo "$hdrs" | head -1)"
 kill -CONT $COMPUTE_PID
 wait $HELD
-# The held request either completed (200) or hit the 1.5 s service timeout (504) first.
+# The held request either completed (200) or hit the 5 s service timeout (504) first.
 held=$(cat "$DIR/held.code")
 { [ "$held" = 200 ] || [ "$held" = 504 ]; } && pass "held request answered ($held)" || fail "held request got $held"
 
 # --- SIGHUP reload: lift the admission limit
 write_config 1000
 kill -HUP $INGRESS_PID
-for _ in $(seq 1 50); do grep -q "configuration reloaded" "$DIR/ingress.log" && break; sleep 0.05; done
-grep -q "configuration reloaded" "$DIR/ingress.log" && pass "SIGHUP reload" || fail "no reload logged"
+wait_until 20 "reload logged" grep -q "configuration reloaded" "$DIR/ingress.log" && pass "SIGHUP reload" || fail "no reload logged"
 kill -STOP $COMPUTE_PID
 curl -s -o /dev/null --max-time 20 -d a "$URL/echo" &
 A=$!
-for _ in $(seq 1 100); do [ "$(metric 'sverbs_proxy_inflight_requests{role="ingress"}')" = 1 ] && break; sleep 0.05; done
+wait_until 20 "request a in flight" inflight_is 1 || fail "request a not held at the stopped service"
 c=$(code --max-time 20 -d b "$URL/echo")
 # Second request accepted (no 503) and, with the service stopped, ends in 504 from the egress.
 [ "$c" = 504 ] && pass "504 service timeout, admission limit lifted by reload" || fail "after reload got $c"
 kill -CONT $COMPUTE_PID
 wait $A
-wait_200 || fail "no recovery after SIGCONT"
+wait_200 "SIGCONT" || fail "no recovery after SIGCONT"
 
 # --- pipelining to the service (pool = 2, pipeline = 8): 20 requests held while the service
 # is stopped, then released; every client gets its own body back, and the egress wrote
@@ -210,7 +205,7 @@ for i in $(seq 1 20); do
     curl -s --max-time 20 -d "pipelined-$i-$RANDOM$RANDOM" -o "$DIR/pipe-$i.out" -w '%{http_code}' "$URL/echo" > "$DIR/pipe-$i.code" &
     PIPE+=($!)
 done
-for _ in $(seq 1 100); do [ "$(metric 'sverbs_proxy_inflight_requests{role="ingress"}')" = 20 ] && break; sleep 0.02; done
+wait_until 30 "20 pipelined requests in flight" inflight_is 20 || fail "20 requests not held at the stopped service"
 kill -CONT $COMPUTE_PID
 wait "${PIPE[@]}"
 bad=0
@@ -227,14 +222,14 @@ kill -9 $COMPUTE_PID; wait $COMPUTE_PID 2>/dev/null
 c=$(code "$URL/echo")
 [ "$c" = 502 ] && pass "502 service down" || fail "service down gave $c"
 start_compute
-wait_200 && pass "recovered after compute restart" || fail "no recovery after compute restart"
+wait_200 "compute restart" && pass "recovered after compute restart" || fail "no recovery after compute restart"
 
 # --- 502: egress (channel) lost, then back
 kill -9 $EGRESS_PID; wait $EGRESS_PID 2>/dev/null
 c=$(code "$URL/echo")
 [ "$c" = 502 ] && pass "502 channel lost" || fail "egress down gave $c"
 start_egress
-wait_200 && pass "recovered after egress restart" || fail "no recovery after egress restart"
+wait_200 "egress restart" && pass "recovered after egress restart" || fail "no recovery after egress restart"
 
 # --- metrics
 m=$(curl -s --max-time 5 "http://127.0.0.1:$P_IMET/metrics")
@@ -261,14 +256,12 @@ fi
 
 # --- graceful drain
 kill -TERM $INGRESS_PID
-for _ in $(seq 1 100); do kill -0 $INGRESS_PID 2>/dev/null || break; sleep 0.05; done
-if kill -0 $INGRESS_PID 2>/dev/null; then fail "ingress did not exit on SIGTERM"; else
+if ! wait_until 30 "ingress exit" gone $INGRESS_PID; then fail "ingress did not exit on SIGTERM"; else
     wait $INGRESS_PID; rc=$?
     [ $rc -eq 0 ] && pass "SIGTERM drained, exit 0" || fail "ingress exit code $rc"
 fi
 kill -TERM $EGRESS_PID
-for _ in $(seq 1 100); do kill -0 $EGRESS_PID 2>/dev/null || break; sleep 0.05; done
-kill -0 $EGRESS_PID 2>/dev/null && fail "egress did not exit on SIGTERM" || pass "egress drained"
+wait_until 30 "egress exit" gone $EGRESS_PID && pass "egress drained" || fail "egress did not exit on SIGTERM"
 
 echo "failures: $FAILS"
 [ "$FAILS" -eq 0 ]
