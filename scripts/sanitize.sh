@@ -8,6 +8,8 @@
 #   --out DIR                      build in DIR/asan, DIR/tsan instead
 #   --short                        CI (meson test sanitize-short): the
 #                                  randomized test's long run has 10^5 WRs
+#   --build-only                   build, run nothing (test.sh builds
+#                                  sanitize-short's tree before the tests)
 #   scripts/sanitize.sh guest      the guest end-to-end tests of the layer
 #                                  under ASan+UBSan (not part of "all")
 #   SVERBS_PREFIX=...              the rdma-core prefix whose headers to use
@@ -39,10 +41,12 @@ WHICH=all
 ASAN_DIR=build-asan
 TSAN_DIR=build-tsan
 MODEL_WRS=1000000
+BUILD_ONLY=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) ASAN_DIR=$2/asan; TSAN_DIR=$2/tsan; shift 2 ;;
 	--short) MODEL_WRS=100000; shift ;;
+	--build-only) BUILD_ONLY=1; shift ;;
 	asan | tsan | all | guest) WHICH=$1; shift ;;
 	*) echo "sanitize: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -62,6 +66,7 @@ setup() { # dir sanitizers
 if [ "$WHICH" = all ] || [ "$WHICH" = asan ]; then
 	setup "$ASAN_DIR" address,undefined
 	meson compile -C "$ASAN_DIR" test_sched test_batch test_config test_model test_mt
+	[ "$BUILD_ONLY" = 0 ] || exit 0
 	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 	meson test -C "$ASAN_DIR" --no-rebuild --print-errorlogs --num-processes 1 \
