@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cq_int.h"
+#include "cu_run.h"
 #include "fake.h"
 #include "qp_int.h"
 
@@ -314,10 +315,7 @@ static void test_cq_growth_linear(void)
 
 int main(void)
 {
-	static const struct {
-		const char *name;
-		void (*fn)(void);
-	} tests[] = {
+	static const struct fk_cu_test tests[] = {
 		{ "16.10 pass-through QPs: no resize_cq, not in the table",
 		  test_pt_no_resize },
 		{ "16.10 lockless CQ: never resized, QPs beyond the headroom "
@@ -331,18 +329,6 @@ int main(void)
 		{ "16.10 the CQ grows linearly with the QPs that register",
 		  test_cq_growth_linear },
 	};
-	CU_pSuite s;
-	unsigned int fails;
-	size_t i;
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("ptmem", NULL, NULL);
-	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
-		CU_add_test(s, tests[i].name, tests[i].fn);
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	fails = CU_get_number_of_failures();
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
+	return fk_cu_run("ptmem", tests, sizeof(tests) / sizeof(tests[0]));
 }

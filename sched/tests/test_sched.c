@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cu_run.h"
 #include "fake.h"
 
 #define SL    4096 /* the fixed slice size of most tests */
@@ -2915,10 +2916,7 @@ static void test_no_resize_lockless_cq(void)
 
 int main(void)
 {
-	static const struct {
-		const char *name;
-		CU_TestFunc fn;
-	} tests[] = {
+	static const struct fk_cu_test tests[] = {
 		{ "slice boundaries", test_slice_boundaries },
 		{ "slice multi-SGE READ", test_slice_multi_sge },
 		{ "slice WRITE_WITH_IMM", test_slice_write_imm },
@@ -3006,18 +3004,6 @@ int main(void)
 		{ "16.5 no layer resize of a lockless CQ",
 		  test_no_resize_lockless_cq },
 	};
-	CU_pSuite s;
-	unsigned int fails;
-	size_t i;
 
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("sched", NULL, NULL);
-	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
-		CU_add_test(s, tests[i].name, tests[i].fn);
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	fails = CU_get_number_of_failures();
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
+	return fk_cu_run("sched", tests, sizeof(tests) / sizeof(tests[0]));
 }
