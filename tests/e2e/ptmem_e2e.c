@@ -86,26 +86,11 @@ static struct ibv_qp *make_qp(struct rc_dev *d, struct ibv_cq *cq)
 static void write_prio(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *mr,
 		       struct ibv_mr *rmr, uint64_t id)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)mr->addr,
-			       .length = 64,
-			       .lkey = mr->lkey };
-	struct ibv_send_wr wr = {
-		.wr_id = id,
-		.sg_list = &sge,
-		.num_sge = 1,
-		.opcode = IBV_WR_RDMA_WRITE,
-		.send_flags = IBV_SEND_SIGNALED | SVERBS_PRIO(1),
-		.wr.rdma = { .remote_addr = (uintptr_t)rmr->addr,
-			     .rkey = rmr->rkey },
-	};
-	struct ibv_send_wr *bad;
 	struct ibv_wc wc;
 	long spins = 0;
-	int n, ret;
+	int n;
 
-	ret = ibv_post_send(qp, &wr, &bad);
-	if (ret)
-		rc_fail("ibv_post_send", ret);
+	rc_post_write(qp, mr, rmr, id, 64, 1, true);
 	do {
 		n = ibv_poll_cq(cq, 1, &wc);
 		if (n < 0)

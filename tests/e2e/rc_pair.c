@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <infiniband/sverbs.h>
+
 #include "rc_pair.h"
 
 #define GID_INDEX 1
@@ -96,4 +98,27 @@ void rc_connect(struct rc_dev *d, struct ibv_qp *qp, struct rc_dev *pd,
 	       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 		       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
 		       IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+void rc_post_write(struct ibv_qp *qp, struct ibv_mr *mr, struct ibv_mr *rmr,
+		   uint64_t id, uint32_t len, unsigned int prio, bool signaled)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)mr->addr,
+			       .length = len,
+			       .lkey = mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = id,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IBV_WR_RDMA_WRITE,
+		.send_flags =
+			(signaled ? IBV_SEND_SIGNALED : 0) | SVERBS_PRIO(prio),
+		.wr.rdma = { .remote_addr = (uintptr_t)rmr->addr,
+			     .rkey = rmr->rkey },
+	};
+	struct ibv_send_wr *bad;
+	int ret = ibv_post_send(qp, &wr, &bad);
+
+	if (ret)
+		rc_fail("ibv_post_send", ret);
 }

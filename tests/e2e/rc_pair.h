@@ -8,6 +8,9 @@
 #ifndef SVERBS_E2E_RC_PAIR_H
 #define SVERBS_E2E_RC_PAIR_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include <infiniband/verbs.h>
 
 struct rc_dev {
@@ -27,5 +30,9 @@ void rc_close_dev(struct rc_dev *d);
 /* qp (on d) to RTS, connected to peer (on pd); call it for both sides */
 void rc_connect(struct rc_dev *d, struct ibv_qp *qp, struct rc_dev *pd,
 		struct ibv_qp *peer);
+/* Post one RDMA WRITE of len bytes from mr's start to rmr's start, with
+ * sverbs priority prio, signaled or not. */
+void rc_post_write(struct ibv_qp *qp, struct ibv_mr *mr, struct ibv_mr *rmr,
+		   uint64_t id, uint32_t len, unsigned int prio, bool signaled);
 
 #endif /* SVERBS_E2E_RC_PAIR_H */

@@ -52,30 +52,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void post_write(struct ibv_qp *qp, struct ibv_mr *mr, struct ibv_mr *rmr,
-		       uint64_t id, uint32_t len, unsigned int prio,
-		       bool signaled)
-{
-	struct ibv_sge sge = { .addr = (uintptr_t)mr->addr,
-			       .length = len,
-			       .lkey = mr->lkey };
-	struct ibv_send_wr wr = {
-		.wr_id = id,
-		.sg_list = &sge,
-		.num_sge = 1,
-		.opcode = IBV_WR_RDMA_WRITE,
-		.send_flags =
-			(signaled ? IBV_SEND_SIGNALED : 0) | SVERBS_PRIO(prio),
-		.wr.rdma = { .remote_addr = (uintptr_t)rmr->addr,
-			     .rkey = rmr->rkey },
-	};
-	struct ibv_send_wr *bad;
-	int ret = ibv_post_send(qp, &wr, &bad);
-
-	if (ret)
-		rc_fail("ibv_post_send", ret);
-}
-
 /* An async event of the sender's device (non-blocking): CQ_ERR fails. */
 static void check_async(struct ibv_context *ctx)
 {
@@ -149,10 +125,10 @@ int main(int argc, char **argv)
 	for (r = 0; r < rounds; r++) {
 		memset(seen, 0, (size_t)want);
 		/* small, large unsignaled (sliced by the layer), small ... */
-		post_write(qp, mr, rmr, 0, SMALL, 0, true);
-		post_write(qp, mr, rmr, BIG_ID, BIG, 6, false);
+		rc_post_write(qp, mr, rmr, 0, SMALL, 0, true);
+		rc_post_write(qp, mr, rmr, BIG_ID, BIG, 6, false);
 		for (i = 1; i < want; i++)
-			post_write(qp, mr, rmr, (uint64_t)i, SMALL, 0, true);
+			rc_post_write(qp, mr, rmr, (uint64_t)i, SMALL, 0, true);
 		/* no poll: let every WQE posted run and its CQE land */
 		usleep(500 * 1000);
 		got = 0;
