@@ -92,13 +92,46 @@ void sv_cq_layered(struct sverbs_cq *scq)
 	atomic_fetch_add(&scq->layered, 1);
 }
 
-/* A QP of this CQ begins (true) or ends holding WRs for a bigger batch. */
-void sv_cq_held(struct sverbs_cq *scq, bool held)
+/*
+ * The waiting list: a QP that begins to hold WRs or to wait for headroom
+ * (QP lock held, the CQ lock maybe not) joins it once.
+ */
+static void wait_add(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
-	if (held)
+	pthread_spin_lock(&scq->wait_lock);
+	if (!sqp->wait_listed) {
+		sqp->wait_listed = true;
+		sqp->wait_next = scq->waiting;
+		scq->waiting = sqp;
+	}
+	pthread_spin_unlock(&scq->wait_lock);
+}
+
+/* A destroy (CQ lock held: no walk has it in hand). */
+static void wait_del(struct sverbs_cq *scq, struct sverbs_qp *sqp)
+{
+	struct sverbs_qp **p;
+
+	pthread_spin_lock(&scq->wait_lock);
+	if (sqp->wait_listed) {
+		for (p = &scq->waiting; *p && *p != sqp; p = &(*p)->wait_next)
+			;
+		if (*p)
+			*p = sqp->wait_next;
+		sqp->wait_listed = false;
+	}
+	pthread_spin_unlock(&scq->wait_lock);
+}
+
+/* A QP of this CQ begins (true) or ends holding WRs for a bigger batch. */
+void sv_cq_held(struct sverbs_cq *scq, struct sverbs_qp *sqp, bool held)
+{
+	if (held) {
 		atomic_fetch_add(&scq->held_qps, 1);
-	else
+		wait_add(scq, sqp);
+	} else {
 		atomic_fetch_sub(&scq->held_qps, 1);
+	}
 }
 
 /* ------------------------------------------------------------ headroom */
@@ -126,6 +159,7 @@ void sv_hr_wait(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 		return;
 	sqp->hr_wait = true;
 	atomic_fetch_add(&scq->hr_waiters, 1);
+	wait_add(scq, sqp);
 }
 
 /* ------------------------------------------------------------ QP table */
@@ -379,6 +413,7 @@ void sv_cq_unlink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 	if (!sqp->registered)
 		return;
 	tab_del(scq, sqp);
+	wait_del(scq, sqp);
 	stale_add(scq, sqp);
 }
 
@@ -389,6 +424,7 @@ void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 		return;
 	stale_del(scq, sqp->qp_num);
 	tab_put(scq->tab, scq->tab_mask, sqp);
+	wait_add(scq, sqp); /* it may hold WRs or wait for headroom */
 }
 
 /* The provider destroyed it (unlinked already; CQ and QP locks held). */
@@ -400,6 +436,7 @@ void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 	if (!atomic_load(&sqp->pt))
 		atomic_fetch_sub(&scq->layered, 1);
 	stale_seal(scq, sqp->qp_num);
+	wait_del(scq, sqp);
 	scq->nqp--;
 	scq->wr_capacity -= sqp->cap;
 	if (sqp->hr_wait) {
@@ -421,6 +458,7 @@ struct sverbs_cq *sverbs_cq_create(const struct sverbs_adapter *ad,
 	if (!scq)
 		return NULL;
 	pthread_spin_init(&scq->lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&scq->wait_lock, PTHREAD_PROCESS_PRIVATE);
 	scq->ad = ad;
 	scq->cq = cq;
 	scq->cfg = *cfg;
@@ -475,6 +513,7 @@ void sverbs_cq_destroy(struct sverbs_cq *scq)
 		sv_objmap_remove(scq->cq_ex);
 	free(scq->ready);
 	free(scq->tab);
+	pthread_spin_destroy(&scq->wait_lock);
 	pthread_spin_destroy(&scq->lock);
 	free(scq);
 }
@@ -600,28 +639,35 @@ static void translate(struct sverbs_cq *scq, const struct ibv_wc *raw,
 }
 
 /*
- * Pump every QP that waits for headroom or holds WRs for a bigger batch
- * (poll_cq rings them), or (all) every QP with work.
+ * Pump the QPs that wait for headroom or hold WRs for a bigger batch (CQ
+ * lock held): poll_cq and req_notify_cq ring them.  They are the waiting
+ * list's, so the cost is theirs, never the number of QPs on the CQ.  Each
+ * leaves the list (its next read) before it is pumped; a pump that leaves
+ * it waiting again puts it back.
  */
-static void pump_waiting(struct sverbs_cq *scq, bool all)
+static void pump_waiting(struct sverbs_cq *scq, enum sv_pump_why why)
 {
-	struct sverbs_qp *sqp;
-	uint32_t i;
+	struct sverbs_qp *sqp, *next;
 
-	if (!all && !atomic_load(&scq->hr_waiters) &&
-	    !atomic_load(&scq->held_qps))
+	if (!atomic_load(&scq->hr_waiters) && !atomic_load(&scq->held_qps))
 		return;
-	for (i = 0; i <= scq->tab_mask; i++) {
-		sqp = scq->tab[i];
-		if (!sqp)
-			continue;
+	pthread_spin_lock(&scq->wait_lock);
+	sqp = scq->waiting;
+	scq->waiting = NULL;
+	pthread_spin_unlock(&scq->wait_lock);
+	for (; sqp; sqp = next) {
+		pthread_spin_lock(&scq->wait_lock);
+		next = sqp->wait_next;
+		sqp->wait_listed = false;
+		pthread_spin_unlock(&scq->wait_lock);
+		scq->qp_visits++;
 		pthread_spin_lock(&sqp->lock);
 		if (sqp->hr_wait) {
 			sqp->hr_wait = false;
 			atomic_fetch_sub(&scq->hr_waiters, 1);
-			sv_qp_pump(sqp, all ? SV_PUMP_ARM : SV_PUMP_POLL);
-		} else if (all || sqp->held) {
-			sv_qp_pump(sqp, all ? SV_PUMP_ARM : SV_PUMP_POLL);
+			sv_qp_pump(sqp, why);
+		} else if (sqp->held) {
+			sv_qp_pump(sqp, why);
 		}
 		pthread_spin_unlock(&sqp->lock);
 	}
@@ -635,7 +681,7 @@ static void finish_round(struct sverbs_cq *scq, struct sv_touched *t)
 		pump_qp(t->qp[i]);
 	t->n = 0;
 	scq->poll_gen++;
-	pump_waiting(scq, false);
+	pump_waiting(scq, SV_PUMP_POLL);
 	/* nothing left for the fast path to overtake */
 	if (!scq->rcount && !scq->nstale && atomic_load(&scq->backlog))
 		atomic_store(&scq->backlog, false);
@@ -785,7 +831,7 @@ int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only)
 	if (cq_fast(scq))
 		return scq->ad->req_notify_cq(scq->cq, solicited_only);
 	pthread_spin_lock(&scq->lock);
-	pump_waiting(scq, true);
+	pump_waiting(scq, SV_PUMP_ARM);
 	pthread_spin_unlock(&scq->lock);
 	return scq->ad->req_notify_cq(scq->cq, solicited_only);
 }

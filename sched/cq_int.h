@@ -83,6 +83,15 @@ struct sverbs_cq {
 	atomic_uint hr_waiters;
 	atomic_uint held_qps; /* QPs holding WRs for a bigger batch */
 	/*
+	 * The QPs that began to wait for headroom or to hold WRs (hr_wait,
+	 * held): what poll and req_notify_cq pump, found without walking
+	 * the table (16.10).  Pushed on the post path under the QP lock, so
+	 * a leaf lock of its own; taken off under the CQ lock.  An entry may
+	 * outlive its reason (the walk skips it); a destroy removes it.
+	 */
+	pthread_spinlock_t wait_lock;
+	struct sverbs_qp *waiting;
+	/*
 	 * The fast path (sverbs_poll_cq()): while no registered QP has left
 	 * pass-through (layered) and nothing waits in the ready ring or the
 	 * stale (backlog), a poll is the provider's own.
@@ -91,6 +100,7 @@ struct sverbs_cq {
 	atomic_bool backlog;
 
 	uint64_t poll_gen;
+	uint64_t qp_visits; /* QPs a walk for waiting work looked at (tests) */
 
 	/* extended CQ */
 	struct ibv_cq_ex *cq_ex;

@@ -380,7 +380,7 @@ void sv_qp_unhold(struct sverbs_qp *sqp)
 {
 	if (sqp->held) {
 		sqp->held = false;
-		sv_cq_held(sqp->scq, false);
+		sv_cq_held(sqp->scq, sqp, false);
 		/* nothing for the timer thread to do: do not wake the lock */
 		sqp->arm_deadline = 0;
 		sverbs_timer_disarm(&sqp->timer);
@@ -416,7 +416,7 @@ static bool sv_ring_now(struct sverbs_qp *sqp, enum sv_pump_why why,
 		/* the deadline stays put while the hold lasts */
 		sqp->held = true;
 		sqp->held_at = *now;
-		sv_cq_held(sqp->scq, true);
+		sv_cq_held(sqp->scq, sqp, true);
 		sqp->arm_deadline = deadline; /* armed once the lock is free */
 	}
 	return false;

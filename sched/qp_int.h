@@ -180,6 +180,7 @@ struct sverbs_qp {
 	bool hw_err;	   /* hardware QP is in ERR: hand WRs over unsliced */
 	bool dead;	   /* an error was reported: everything else flushes */
 	bool hr_wait;	   /* waiting for CQ headroom */
+	bool wait_listed;  /* on the CQ's waiting list (its wait_lock) */
 	bool warned;	   /* adapter failure logged */
 	uint32_t refusals; /* WRs the provider refused for good */
 	uint64_t poll_gen; /* poll round that touched it (CQ lock) */
@@ -197,6 +198,7 @@ struct sverbs_qp {
 	uint64_t held_wait;    /* 1 + how long the hold that ended lasted */
 	uint64_t app_wrs;      /* WRs the application posted */
 	struct sverbs_qp *live_next; /* the live-QP list (SVERBS_STATS) */
+	struct sverbs_qp *wait_next; /* the CQ's waiting list (cq.c) */
 
 	/*
 	 * The post call in progress (ibv_post_send, wr_complete): what the

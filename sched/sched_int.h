@@ -46,7 +46,7 @@ void sv_cq_lock(struct sverbs_cq *scq);
 void sv_cq_unlock(struct sverbs_cq *scq);
 bool sv_cq_lock_post(struct sverbs_cq *scq);
 void sv_cq_layered(struct sverbs_cq *scq);
-void sv_cq_held(struct sverbs_cq *scq, bool held);
+void sv_cq_held(struct sverbs_cq *scq, struct sverbs_qp *sqp, bool held);
 void sv_emit(struct sv_emit *e, const struct ibv_wc *wc);
 bool sv_hr_take(struct sverbs_cq *scq);
 void sv_hr_give(struct sverbs_cq *scq, unsigned int n);

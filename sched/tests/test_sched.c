@@ -2517,6 +2517,63 @@ static void test_budget_timer(void)
 /* ------------------------------------------------------------ issue 16 */
 
 /*
+ * 16.10: arming is O(1) in the number of QPs.  QPs whose queued work waits
+ * behind a signaled WQE in flight need nothing from the arm (that WQE's
+ * completion raises the event); only QPs holding WRs for a bigger batch or
+ * waiting for CQ headroom are pumped, and those are found without walking
+ * the CQ's QPs (scq->qp_visits counts the QPs a walk looked at).
+ */
+static void test_arm_visits_no_qp(void)
+{
+	struct ibv_wc wc[256];
+	uint64_t visits;
+	int i, db, n;
+
+	cfg_default();
+	setup(256);
+	for (i = 0; i < FK_QPS; i++) {
+		mkqp(i, 32, false);
+		/* three sliced WRITEs: the window keeps most of them queued */
+		CU_ASSERT_EQUAL(post(sqp[i], 10 + i, IBV_WR_RDMA_WRITE, 4 * SL,
+				     IBV_SEND_SIGNALED),
+				0);
+		CU_ASSERT_EQUAL(post(sqp[i], 20 + i, IBV_WR_RDMA_WRITE, 4 * SL,
+				     IBV_SEND_SIGNALED),
+				0);
+		CU_ASSERT(sqp[i]->queued > 0);
+		check_progress(sqp[i]);
+	}
+	visits = scq->qp_visits;
+	db = fk->notify_calls;
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
+	CU_ASSERT_EQUAL(fk->notify_calls, db + 1);
+	CU_ASSERT_EQUAL(scq->qp_visits, visits);
+	/* every WR still completes, once */
+	for (i = 0; i < FK_QPS; i++) {
+		n = drain(i, wc, 256);
+		CU_ASSERT_EQUAL(n, 2);
+		CU_ASSERT(n == 2 && wc[0].wr_id == (uint64_t)(10 + i) &&
+			  wc[1].wr_id == (uint64_t)(20 + i));
+	}
+	teardown();
+
+	/* one QP of many holds WRs: the arm sends them, visiting only it */
+	budget_setup(10 * 1000 * 1000);
+	for (i = 1; i < FK_QPS; i++)
+		mkqp(i, 32, false);
+	post_each(10, -1, 0);
+	CU_ASSERT(sqp[0]->held);
+	CU_ASSERT(fk->sq[0].posted < 10);
+	visits = scq->qp_visits;
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 10);
+	CU_ASSERT_FALSE(sqp[0]->held);
+	CU_ASSERT_EQUAL(scq->qp_visits, visits + 1);
+	CU_ASSERT_EQUAL(drain(0, wc, 32), 10);
+	teardown();
+}
+
+/*
  * Defect 1: 0 from poll_cq means no application completion is pending.
  * Six QPs each leave one internal completion (an unsignaled WR's third
  * WQE signals, rule (b)) ahead of QP 6's signaled SEND in the raw CQ; an
@@ -3003,6 +3060,7 @@ int main(void)
 		  test_cq_resize_keeps_headroom },
 		{ "16.5 no layer resize of a lockless CQ",
 		  test_no_resize_lockless_cq },
+		{ "16.10 arming visits no QP", test_arm_visits_no_qp },
 	};
 
 	return fk_cu_run("sched", tests, sizeof(tests) / sizeof(tests[0]));
