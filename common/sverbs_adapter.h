@@ -68,6 +68,17 @@ struct sverbs_adapter {
 	 * builders).  NULL: EINVAL.
 	 */
 	int (*limit_err)(enum sverbs_wr_limit what, bool wr_api);
+	/*
+	 * Make wr (zeroed; the layer sets wr_id and IBV_SEND_SIGNALED after)
+	 * the provider's no-op: a WR that post_send takes on a QP of any
+	 * state, touches no memory, local or remote, and completes in order
+	 * with the WQEs around it.  The layer posts one in place of a WR the
+	 * provider refused (its error is reported in order) and after an
+	 * unsignaled tail when the QP fails (so that it retires).  mlx5: its
+	 * NOP WQE; rxe: a zero-length RDMA WRITE (see sverbs_rxe.c).  NULL:
+	 * the layer is off for the provider's CQs.
+	 */
+	void (*nop_wr)(struct ibv_qp *qp, struct ibv_send_wr *wr);
 };
 
 #endif /* SVERBS_ADAPTER_H */

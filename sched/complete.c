@@ -18,8 +18,8 @@
  * whole and signaled, which flushes them, so every completion comes from
  * the CQ (event-driven applications see events) and none occupies a CQE
  * the application has already reused.  If the WQEs in flight end
- * unsignaled, a signaled zero-length nop follows them so that their space
- * is reclaimed even if the hardware reports only signaled flushes.  A
+ * unsignaled, the provider's no-op follows them, signaled, so that their
+ * space is reclaimed even if the hardware reports only signaled flushes.  A
  * modify to ERR does the same, except that WQEs in flight keep the status
  * the hardware gives them.  A modify to RESET and a destroy complete every
  * outstanding WR with IBV_WC_WR_FLUSH_ERR at once (the hardware forgets

@@ -452,7 +452,8 @@ struct sverbs_cq *sverbs_cq_create(const struct sverbs_adapter *ad,
 {
 	struct sverbs_cq *scq;
 
-	if (!ad || !cq || !cfg || !sverbs_config_enabled(cfg))
+	/* no provider no-op: no placeholder for a refused WR (16.6) */
+	if (!ad || !ad->nop_wr || !cq || !cfg || !sverbs_config_enabled(cfg))
 		return NULL;
 	scq = calloc(1, sizeof(*scq));
 	if (!scq)

@@ -169,10 +169,20 @@ static struct sv_wqe *wqe_new(struct sverbs_qp *sqp, uint32_t s, uint64_t bytes,
 	return q;
 }
 
+/* The provider's no-op (adapter nop_wr), signaled, as internal WQE seq. */
+static void nop_wr(struct sverbs_qp *sqp, struct ibv_send_wr *wr, uint64_t seq)
+{
+	memset(wr, 0, sizeof(*wr));
+	sqp->ad->nop_wr(sqp->qp, wr);
+	wr->wr_id = seq;
+	wr->send_flags |= IBV_SEND_SIGNALED;
+}
+
 /*
- * A WR the provider refused at hand-over (see ring_doorbell()) goes as a
- * signaled zero-length RDMA WRITE in its place: a real completion, in
- * order, through the CQ (events included), which reports the WR's error.
+ * A WR the provider refused at hand-over (see ring_doorbell()) goes as the
+ * provider's no-op in its place (16.6: never a WRITE with a made-up rkey,
+ * which a real device may fail on): a real completion, in order, through
+ * the CQ (events included), which reports the WR's error.
  */
 static bool build_refused(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 {
@@ -185,10 +195,7 @@ static bool build_refused(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 		sv_hr_wait(sqp->scq, sqp);
 		return false;
 	}
-	memset(c, 0, sizeof(*c));
-	c->wr_id = sqp->seq_next;
-	c->opcode = IBV_WR_RDMA_WRITE;
-	c->send_flags = IBV_SEND_SIGNALED;
+	nop_wr(sqp, c, sqp->seq_next);
 	if (n)
 		sqp->chain[n - 1].next = c;
 	q = wqe_new(sqp, s, 0, true, true, cost);
@@ -816,9 +823,9 @@ int sv_post_direct(struct sverbs_qp *sqp, uint32_t s,
 }
 
 /*
- * The hardware QP is in error and the WQEs in flight end unsignaled: post a
- * signaled zero-length nop (flushed, never executed) so that a completion
- * retires them.
+ * The hardware QP is in error and the WQEs in flight end unsignaled: post
+ * the provider's no-op, signaled (flushed, never executed), so that a
+ * completion retires them.
  */
 void sv_post_nop(struct sverbs_qp *sqp)
 {
@@ -833,9 +840,7 @@ void sv_post_nop(struct sverbs_qp *sqp)
 		reserved = sqp->reserved_busy = true;
 	else if (!sv_hr_take(sqp->scq))
 		return;
-	nop.wr_id = sqp->seq_next;
-	nop.opcode = IBV_WR_RDMA_WRITE;
-	nop.send_flags = IBV_SEND_SIGNALED;
+	nop_wr(sqp, &nop, sqp->seq_next);
 	if (sqp->ad->post_send(sqp->qp, &nop, &bad)) {
 		if (reserved)
 			sqp->reserved_busy = false;

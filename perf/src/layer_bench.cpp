@@ -68,9 +68,14 @@ int null_resize(ibv_cq*, int) {
     return 0;
 }
 void null_log(ibv_context*, sverbs_log_level, const char*) {}
+// the provider's no-op (a refused WR's placeholder): a zero-length WRITE here
+void null_nop(ibv_qp*, ibv_send_wr* wr) {
+    wr->opcode = IBV_WR_RDMA_WRITE;
+}
 
 const sverbs_adapter null_adapter = {
-    "null", null_post_send, null_poll_cq, null_arm, null_resize, null_log, nullptr, nullptr, nullptr,
+    "null",   null_post_send, null_poll_cq, null_arm, null_resize,
+    null_log, nullptr,        nullptr,      nullptr,  null_nop,
 };
 
 // How a WR goes down: straight to the null provider, or through the layer.

@@ -71,6 +71,13 @@ static int mlx5_sv_limit_err(enum sverbs_wr_limit what, bool wr_api)
 	return ENOMEM;
 }
 
+/* mlx5's NOP WQE (see MLX5_SV_WR_NOP; patch 0003's _mlx5_post_send). */
+static void mlx5_sv_nop_wr(struct ibv_qp *qp, struct ibv_send_wr *wr)
+{
+	(void)qp;
+	wr->opcode = MLX5_SV_WR_NOP;
+}
+
 static const struct sverbs_adapter mlx5_adapter = {
 	.name = "mlx5",
 	.post_send = mlx5_post_send,
@@ -81,6 +88,7 @@ static const struct sverbs_adapter mlx5_adapter = {
 	.req_notify_cq = mlx5_arm_cq,
 	.resize_cq = mlx5_resize_cq,
 	.log = mlx5_sv_log,
+	.nop_wr = mlx5_sv_nop_wr,
 };
 
 #define SV_ADAPTER	    mlx5_adapter

@@ -8,9 +8,23 @@
 #define SVERBS_MLX5_H
 
 #include <infiniband/driver.h>
+#include <stdbool.h>
 
 struct mlx5_cq;
 struct mlx5_qp;
+
+/*
+ * The layer's no-op (the adapter's nop_wr, 16.6): a private WR opcode,
+ * beyond verbs' own, that _mlx5_post_send turns into a NOP WQE (control
+ * segment only: touches no memory, completes in order).  Only the layer
+ * posts it.
+ */
+#define MLX5_SV_WR_NOP ((enum ibv_wr_opcode)0x5356)
+
+static inline bool mlx5_sv_is_nop(const struct ibv_send_wr *wr)
+{
+	return wr->opcode == MLX5_SV_WR_NOP;
+}
 
 /* Hooks.  Each is a no-op when the layer is off. */
 void mlx5_sv_context_init(struct verbs_context *vctx);

@@ -40,6 +40,27 @@ static int rxe_sv_limit_err(enum sverbs_wr_limit what, bool wr_api)
 	return wr_api ? ENOSPC : EINVAL;
 }
 
+/*
+ * rxe has no no-op opcode; a zero-length RDMA WRITE is one.  The peer's
+ * responder (the kernel's drivers/infiniband/sw/rxe/rxe_resp.c, check_rkey(),
+ * in the guest's 6.1 as in later kernels: "A zero-byte op is not required to
+ * set an addr or rkey", IBA C9-88) executes a READ or WRITE whose RETH
+ * length is 0 without looking its rkey up, so rkey 0 cannot fail it; it
+ * moves no data and, without an immediate, the peer sees nothing.  sg_list
+ * points at an entry never read (num_sge 0): rxe_post_send's
+ * init_send_wqe() copies num_sge entries from it, and a memcpy from NULL is
+ * undefined even for 0 bytes.
+ */
+static void rxe_sv_nop_wr(struct ibv_qp *qp, struct ibv_send_wr *wr)
+{
+	static struct ibv_sge unused;
+
+	(void)qp;
+	wr->opcode = IBV_WR_RDMA_WRITE;
+	wr->sg_list = &unused;
+	wr->num_sge = 0;
+}
+
 static const struct sverbs_adapter rxe_adapter = {
 	.name = "rxe",
 	.post_send = rxe_post_send,
@@ -49,6 +70,7 @@ static const struct sverbs_adapter rxe_adapter = {
 	.req_notify_cq = ibv_cmd_req_notify_cq,
 	.resize_cq = rxe_resize_cq,
 	.log = rxe_sv_log,
+	.nop_wr = rxe_sv_nop_wr,
 };
 
 #define SV_ADAPTER	    rxe_adapter

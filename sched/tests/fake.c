@@ -277,6 +277,12 @@ static void fk_log(struct ibv_context *ctx, enum sverbs_log_level level,
 	(void)msg;
 }
 
+static void fk_nop_wr(struct ibv_qp *qp, struct ibv_send_wr *wr)
+{
+	(void)qp;
+	wr->opcode = FK_WR_NOP;
+}
+
 const struct sverbs_adapter fk_adapter = {
 	.name = "fake",
 	.post_send = fk_post_send,
@@ -287,6 +293,7 @@ const struct sverbs_adapter fk_adapter = {
 	.req_notify_cq = fk_req_notify_cq,
 	.resize_cq = fk_resize_cq,
 	.log = fk_log,
+	.nop_wr = fk_nop_wr,
 };
 
 void fk_init(int cq_cqe)

@@ -21,6 +21,8 @@
 #define FK_CQ	8192
 #define FK_SGE	8
 #define FK_INL	256
+/* the fake provider's no-op (adapter nop_wr): an opcode of its own */
+#define FK_WR_NOP IBV_WR_DRIVER1
 
 struct fk_wqe {
 	struct ibv_send_wr wr;

@@ -1426,9 +1426,9 @@ static void test_adapter_refuses(void)
 	CU_ASSERT(wc[1].wr_id == 2 && wc[1].status == IBV_WC_LOC_QP_OP_ERR);
 	CU_ASSERT_EQUAL(wc[1].vendor_err, EINVAL);
 	CU_ASSERT(wc[2].wr_id == 3 && wc[2].status == IBV_WC_SUCCESS);
-	/* in 2's place a signaled zero-length WRITE */
+	/* in 2's place the provider's no-op (16.6), signaled, no SGE */
 	w = fk_wqe(0, 4);
-	CU_ASSERT(w->wr.opcode == IBV_WR_RDMA_WRITE && w->wr.num_sge == 0 &&
+	CU_ASSERT(w->wr.opcode == FK_WR_NOP && w->wr.num_sge == 0 &&
 		  w->signaled);
 	teardown();
 
@@ -2517,6 +2517,39 @@ static void test_budget_timer(void)
 /* ------------------------------------------------------------ issue 16 */
 
 /*
+ * 16.6: the nop that follows an unsignaled tail when the QP goes to ERR
+ * (so that the hardware reports something that retires it) is the
+ * provider's no-op (adapter nop_wr), signaled, never an RDMA WRITE.
+ */
+static void test_err_nop_is_providers(void)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+	struct ibv_wc wc[8];
+	struct fk_wqe *w;
+	int n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 32, false);
+	post(sqp[0], 1, IBV_WR_RDMA_WRITE, 64, 0); /* unsignaled */
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 1);
+	CU_ASSERT_FALSE_FATAL(fk_wqe(0, 0)->signaled);
+	sverbs_qp_modify_post(sqp[0], &attr, IBV_QP_STATE, 0);
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 2);
+	w = fk_wqe(0, 1);
+	CU_ASSERT(w->wr.opcode == FK_WR_NOP && w->wr.num_sge == 0 &&
+		  w->signaled);
+	/* it retires the tail; the unsignaled WR reports its flush */
+	fk_qp_error(0);
+	n = poll_all(wc, 8);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 1 &&
+		  wc[0].status == IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT_EQUAL(sqp[0]->inflight_wqes, 0);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 32);
+	teardown();
+}
+
+/*
  * 16.10: arming is O(1) in the number of QPs.  QPs whose queued work waits
  * behind a signaled WQE in flight need nothing from the arm (that WQE's
  * completion raises the event); only QPs holding WRs for a bigger batch or
@@ -3061,6 +3094,8 @@ int main(void)
 		{ "16.5 no layer resize of a lockless CQ",
 		  test_no_resize_lockless_cq },
 		{ "16.10 arming visits no QP", test_arm_visits_no_qp },
+		{ "16.6 the error nop is the provider's no-op",
+		  test_err_nop_is_providers },
 	};
 
 	return fk_cu_run("sched", tests, sizeof(tests) / sizeof(tests[0]));

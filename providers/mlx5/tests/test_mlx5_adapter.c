@@ -232,6 +232,8 @@ static uint32_t bbs_of(uint32_t bb)
 
 static uint8_t mlx5_op(enum ibv_wr_opcode op)
 {
+	if (op == MLX5_SV_WR_NOP)
+		return MLX5_OPCODE_NOP;
 	switch (op) {
 	case IBV_WR_RDMA_WRITE:
 		return MLX5_OPCODE_RDMA_WRITE;
@@ -778,7 +780,8 @@ static void hw_run(void)
 		op_idx = be32toh(c->opmod_idx_opcode);
 		CU_ASSERT_EQUAL_FATAL((op_idx >> 8) & 0xffff, f.hw_sq & 0xffff);
 		CU_ASSERT_EQUAL_FATAL(be32toh(c->qpn_ds) >> 8, QPN);
-		CU_ASSERT_FATAL(ds_of(f.hw_sq) >= 2);
+		CU_ASSERT_FATAL(ds_of(f.hw_sq) >= 2 ||
+				(op_idx & 0xff) == MLX5_OPCODE_NOP);
 		if (c->fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) {
 			cqe = (struct mlx5_cqe64 *)(f.cq_buf +
 						    (f.hw_cq & (NCQE - 1)) *
@@ -809,6 +812,41 @@ static int poll_all(struct ibv_wc *wc, int max)
 		tot += n;
 	} while (n > 0 && tot < max);
 	return tot;
+}
+
+/*
+ * 16.6: the no-op the layer posts (here after an unsignaled tail when the QP
+ * goes to ERR, so that a completion retires it; a refused WR's placeholder
+ * is the same) is mlx5's NOP WQE: the control segment only (1 DS),
+ * signaled, no remote address, no data; the fake HCA's CQE for it retires
+ * the tail through stock mlx5_poll_cq, and mlx5's SQ tail follows.
+ */
+static void test_err_nop(void)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
+	struct ibv_wc wc[4];
+
+	setup(false, false);
+	reset_rec();
+	mkwr(&wr, &sge, 1, IBV_WR_RDMA_WRITE, 512, SVERBS_PRIO(3));
+	CU_ASSERT_EQUAL(post_chain(&wr), 0);
+	CU_ASSERT_EQUAL_FATAL(f.qp->sq.head, 1);
+	CU_ASSERT_FATAL(!(ctrl_at(0)->fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE));
+	sverbs_qp_modify_post(f.qp->sv, &attr, IBV_QP_STATE, 0);
+	CU_ASSERT_EQUAL_FATAL(f.qp->sq.head, 2);
+	CU_ASSERT_EQUAL_FATAL(rec.n, 2);
+	CU_ASSERT_EQUAL(rec.w[1].wr.opcode, MLX5_SV_WR_NOP);
+	CU_ASSERT_EQUAL(rec.w[1].wr.num_sge, 0);
+	check_ctrl(1, MLX5_OPCODE_NOP, 1, MLX5_WQE_CTRL_CQ_UPDATE, 0);
+	CU_ASSERT_EQUAL(f.qp->sq.cur_post, 2);
+	hw_run();
+	CU_ASSERT_EQUAL(f.hw_cqes, 1);
+	/* the unsignaled WRITE reports nothing; both WQEs are retired */
+	CU_ASSERT_EQUAL(poll_all(wc, 4), 0);
+	CU_ASSERT_EQUAL(f.qp->sq.tail, 2);
+	teardown();
 }
 
 /*
@@ -1090,6 +1128,7 @@ int main(int argc, char **argv)
 		{ "BlueFlame copy of a lone small WR", test_blueflame },
 		{ "CQEs through mlx5_poll_cq, SQ and CQ wrap",
 		  test_completions_wrap },
+		{ "16.6 the layer's no-op is a NOP WQE", test_err_nop },
 	};
 	CU_pSuite s;
 	unsigned int i, fails;
