@@ -79,6 +79,17 @@ struct sverbs_adapter {
 	 * the layer is off for the provider's CQs.
 	 */
 	void (*nop_wr)(struct ibv_qp *qp, struct ibv_send_wr *wr);
+	/*
+	 * For a completion in error polled from the provider's CQ (verbs
+	 * leaves its opcode undefined): whether it is a receive's.  The layer
+	 * then tells a receive from one of its own WQEs without looking at
+	 * the wr_id, which the application chose (16.9).  mlx5: patch 0003
+	 * sets IBV_WC_RECV on responder errors.  NULL: the provider cannot
+	 * tell (rxe's kernel leaves every error completion's opcode 0); an
+	 * error completion whose wr_id is one of the QP's internal wr_ids in
+	 * flight is then taken for a send (docs/semantics.md).
+	 */
+	bool (*wc_is_recv)(const struct ibv_wc *wc);
 };
 
 #endif /* SVERBS_ADAPTER_H */

@@ -582,11 +582,25 @@ static int raw_poll(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
 
 /* ------------------------------------------------------------ translation */
 
+/*
+ * A receive's completion: its opcode says so, or, for one in error (whose
+ * opcode verbs leaves undefined), the provider does (adapter wc_is_recv).
+ * Never the wr_id, which the application chose (16.9).
+ */
+static bool wc_recv(const struct sverbs_cq *scq, const struct ibv_wc *wc)
+{
+	if (wc->status == IBV_WC_SUCCESS)
+		return wc->opcode & IBV_WC_RECV;
+	return scq->ad->wc_is_recv && scq->ad->wc_is_recv(wc);
+}
+
+/*
+ * One of the layer's WQEs: a send completion (not wc_recv()) that carries
+ * one of sqp's internal wr_ids in flight.  For an error completion of a
+ * provider without wc_is_recv, the wr_id alone tells (docs/semantics.md).
+ */
 static bool is_send(const struct sverbs_qp *sqp, const struct ibv_wc *wc)
 {
-	/* an error completion's opcode is undefined: the wr_id tells */
-	if (wc->status == IBV_WC_SUCCESS && (wc->opcode & IBV_WC_RECV))
-		return false;
 	return sv_qp_owns(sqp, wc->wr_id);
 }
 
@@ -609,7 +623,7 @@ static void translate(struct sverbs_cq *scq, const struct ibv_wc *raw,
 	struct sverbs_qp *sqp;
 
 	/* receive completions: no lookup, no QP lock */
-	if (raw->status == IBV_WC_SUCCESS && (raw->opcode & IBV_WC_RECV)) {
+	if (wc_recv(scq, raw)) {
 		sv_emit(e, raw);
 		return;
 	}

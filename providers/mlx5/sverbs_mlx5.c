@@ -78,6 +78,16 @@ static void mlx5_sv_nop_wr(struct ibv_qp *qp, struct ibv_send_wr *wr)
 	wr->opcode = MLX5_SV_WR_NOP;
 }
 
+/*
+ * Patch 0003's mlx5 sets the opcode of a completion in error: IBV_WC_RECV
+ * for a responder error CQE (MLX5_CQE_RESP_ERR), IBV_WC_SEND for a
+ * requester one, in mlx5_parse_cqe() and mlx5_cq_read_wc_opcode().
+ */
+static bool mlx5_sv_wc_is_recv(const struct ibv_wc *wc)
+{
+	return wc->opcode == IBV_WC_RECV;
+}
+
 static const struct sverbs_adapter mlx5_adapter = {
 	.name = "mlx5",
 	.post_send = mlx5_post_send,
@@ -89,6 +99,7 @@ static const struct sverbs_adapter mlx5_adapter = {
 	.resize_cq = mlx5_resize_cq,
 	.log = mlx5_sv_log,
 	.nop_wr = mlx5_sv_nop_wr,
+	.wc_is_recv = mlx5_sv_wc_is_recv,
 };
 
 #define SV_ADAPTER	    mlx5_adapter

@@ -129,8 +129,12 @@ static void complete_one(int i, enum ibv_wc_status status)
 		return;
 	wc.wr_id = w->wr.wr_id;
 	wc.status = status;
-	/* error CQEs carry no opcode (like mlx5): make it look like garbage */
+	/*
+	 * error CQEs carry no opcode (like stock mlx5): make it look like
+	 * garbage; err_side: a send's says IBV_WC_SEND (patched mlx5)
+	 */
 	wc.opcode = status == IBV_WC_SUCCESS ? fk_wc_opcode(w->wr.opcode)
+		    : fk->err_side	     ? IBV_WC_SEND
 					     : (enum ibv_wc_opcode)0xff;
 	wc.byte_len = (uint32_t)w->bytes;
 	wc.qp_num = fk->qp[i].qp_num;
@@ -173,6 +177,26 @@ int fk_fail_next(int i, enum ibv_wc_status status)
 	}
 	pthread_mutex_unlock(&fk_lock);
 	return k;
+}
+
+void fk_recv_cqe(int i, uint64_t wr_id, enum ibv_wc_status status)
+{
+	struct ibv_wc wc = {};
+
+	wc.wr_id = wr_id;
+	wc.status = status;
+	wc.opcode = status == IBV_WC_SUCCESS || fk->err_side
+			    ? IBV_WC_RECV
+			    : IBV_WC_SEND; /* as rxe's kernel leaves it: 0 */
+	wc.qp_num = fk->qp[i].qp_num;
+	pthread_mutex_lock(&fk_lock);
+	cq_push(&wc);
+	pthread_mutex_unlock(&fk_lock);
+}
+
+bool fk_wc_is_recv(const struct ibv_wc *wc)
+{
+	return wc->opcode == IBV_WC_RECV;
 }
 
 void fk_qp_error(int i)

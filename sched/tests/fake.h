@@ -70,6 +70,12 @@ struct fk {
 	int post_fail_err; /* set: fail it once, with this error instead */
 	int db_fail_err;   /* set: take every WR, then fail, bad_wr NULL (rxe's
 			    * doorbell in INIT / RTR) */
+	/*
+	 * error completions say their side in opcode (IBV_WC_SEND or
+	 * IBV_WC_RECV), as patched mlx5's do; else a send's is garbage and a
+	 * receive's 0, as rxe's (adapters with wc_is_recv: fk_wc_is_recv)
+	 */
+	bool err_side;
 	/* called once, then cleared, by the next poll_cq before it reads */
 	void (*poll_hook)(void);
 };
@@ -86,6 +92,10 @@ int fk_qp_index(const struct ibv_qp *qp);
  * an error: the QP enters error and the rest flushes). */
 int fk_complete(int i, int n);
 int fk_fail_next(int i, enum ibv_wc_status status);
+/* A receive completion of QP i (behind what the CQ holds). */
+void fk_recv_cqe(int i, uint64_t wr_id, enum ibv_wc_status status);
+/* The adapter's wc_is_recv for err_side (not in fk_adapter). */
+bool fk_wc_is_recv(const struct ibv_wc *wc);
 /* The hardware QP enters error (modify to ERR): outstanding WQEs flush. */
 void fk_qp_error(int i);
 /* Fill qx with the fake provider's own ibv_wr_* ops for fake QP i (send,

@@ -2550,6 +2550,53 @@ static void test_err_nop_is_providers(void)
 }
 
 /*
+ * 16.9: an application wr_id inside the layer's internal range (equal to
+ * the QP's first internal wr_id, with WQEs of that number in flight) on a
+ * receive completion in error, on a CQ its QP uses for sends and receives.
+ * An error completion's opcode is undefined in verbs; a provider that says
+ * which side it is (adapter wc_is_recv: patched mlx5) has it classified by
+ * that, never by its wr_id: the application sees its own completion, once,
+ * with its wr_id and status, and the send side is untouched.
+ */
+static void test_wr_id_internal_recv_err(void)
+{
+	static struct sverbs_adapter ad;
+	struct ibv_wc wc[32];
+	uint64_t base;
+	int n;
+
+	ad = fk_adapter;
+	ad.wc_is_recv = fk_wc_is_recv;
+	cfg_default();
+	fk_init(64 + (int)cfg.cq_headroom);
+	fk->err_side = true;
+	scq = sverbs_cq_create(&ad, fk_cq(), &cfg);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(scq);
+	memset(sqp, 0, sizeof(sqp));
+	mkqp(0, 32, false);
+	CU_ASSERT_EQUAL(
+		post(sqp[0], 77, IBV_WR_RDMA_WRITE, 4 * SL, IBV_SEND_SIGNALED),
+		0);
+	base = sqp[0]->seq_base;
+	CU_ASSERT_EQUAL_FATAL(sqp[0]->seq_head, base);
+	CU_ASSERT_FATAL(sqp[0]->seq_next > base);
+
+	fk_recv_cqe(0, base, IBV_WC_LOC_LEN_ERR);
+	n = poll_all(wc, 32);
+	CU_ASSERT_EQUAL_FATAL(n, 1);
+	CU_ASSERT(wc[0].wr_id == base && wc[0].status == IBV_WC_LOC_LEN_ERR &&
+		  wc[0].qp_num == fk->qp[0].qp_num);
+	CU_ASSERT_EQUAL(sqp[0]->seq_head, base);
+	CU_ASSERT_FALSE(sqp[0]->dead);
+	/* the WRITE completes once, as if nothing had happened */
+	n = drain(0, wc, 32);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 77 &&
+		  wc[0].status == IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 32);
+	teardown();
+}
+
+/*
  * 16.10: arming is O(1) in the number of QPs.  QPs whose queued work waits
  * behind a signaled WQE in flight need nothing from the arm (that WQE's
  * completion raises the event); only QPs holding WRs for a bigger batch or
@@ -3094,6 +3141,8 @@ int main(void)
 		{ "16.5 no layer resize of a lockless CQ",
 		  test_no_resize_lockless_cq },
 		{ "16.10 arming visits no QP", test_arm_visits_no_qp },
+		{ "16.9 a receive error with an internal wr_id",
+		  test_wr_id_internal_recv_err },
 		{ "16.6 the error nop is the provider's no-op",
 		  test_err_nop_is_providers },
 	};

@@ -850,6 +850,66 @@ static void test_err_nop(void)
 }
 
 /*
+ * The fake HCA: a responder error CQE (a receive flushed) for the receive
+ * WQE wqe_counter of the QP, as the hardware writes one.
+ */
+static void hw_resp_err(uint16_t wqe_counter)
+{
+	struct mlx5_cqe64 *cqe, tmp;
+	struct mlx5_err_cqe *e = (struct mlx5_err_cqe *)&tmp;
+
+	cqe = (struct mlx5_cqe64 *)(f.cq_buf + (f.hw_cq & (NCQE - 1)) * 64);
+	memset(&tmp, 0, sizeof(tmp));
+	e->syndrome = MLX5_CQE_SYNDROME_WR_FLUSH_ERR;
+	e->s_wqe_opcode_qpn = htobe32(QPN);
+	e->wqe_counter = htobe16(wqe_counter);
+	e->op_own = MLX5_CQE_INVALID << 4;
+	memcpy(cqe, &tmp, sizeof(tmp));
+	udma_to_device_barrier();
+	cqe->op_own = MLX5_CQE_RESP_ERR << 4 |
+		      ((f.hw_cq & NCQE) ? MLX5_CQE_OWNER_MASK : 0);
+	f.hw_cq++;
+}
+
+/*
+ * 16.9: a receive completion in error whose wr_id (the application's) is
+ * the layer's internal wr_id of a WQE in flight, on the CQ the QP uses for
+ * both sides: patched mlx5 gives it opcode IBV_WC_RECV, the adapter says
+ * it is a receive, and the layer hands it on untouched, whatever its
+ * wr_id; the layer's WQE completes later, as usual.
+ */
+static void test_recv_err_internal_wr_id(void)
+{
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
+	struct ibv_wc wc[4];
+	uint64_t base;
+
+	setup(false, false);
+	reset_rec();
+	f.qp->rq.wqe_cnt = 8;
+	f.qp->rq.wrid = calloc(8, sizeof(*f.qp->rq.wrid));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f.qp->rq.wrid);
+	mkwr(&wr, &sge, 1, IBV_WR_RDMA_WRITE, 512,
+	     IBV_SEND_SIGNALED | SVERBS_PRIO(3));
+	CU_ASSERT_EQUAL(post_chain(&wr), 0);
+	CU_ASSERT_EQUAL_FATAL(rec.n, 1);
+	base = rec.w[0].wr.wr_id; /* the layer's wr_id of its WQE */
+	CU_ASSERT(base != 1);
+	f.qp->rq.wrid[0] = base; /* the application's receive: the same */
+	hw_resp_err(0);
+	CU_ASSERT_EQUAL_FATAL(poll_all(wc, 4), 1);
+	CU_ASSERT(wc[0].wr_id == base && wc[0].status == IBV_WC_WR_FLUSH_ERR &&
+		  wc[0].opcode == IBV_WC_RECV && wc[0].qp_num == QPN);
+	hw_run();
+	CU_ASSERT_EQUAL_FATAL(poll_all(wc, 4), 1);
+	CU_ASSERT(wc[0].wr_id == 1 && wc[0].status == IBV_WC_SUCCESS);
+	free(f.qp->rq.wrid);
+	f.qp->rq.wrid = NULL;
+	teardown();
+}
+
+/*
  * Rounds of three WRs (an unsignaled WRITE, a signaled 4-SGE SEND of two
  * BBs, a signaled 3-slice WRITE): 6 BBs a round, so in round 21 the SEND
  * starts in the last BB and its data segments wrap to the start of the SQ;
@@ -1129,6 +1189,8 @@ int main(int argc, char **argv)
 		{ "CQEs through mlx5_poll_cq, SQ and CQ wrap",
 		  test_completions_wrap },
 		{ "16.6 the layer's no-op is a NOP WQE", test_err_nop },
+		{ "16.9 a receive error with an internal wr_id",
+		  test_recv_err_internal_wr_id },
 	};
 	CU_pSuite s;
 	unsigned int i, fails;
