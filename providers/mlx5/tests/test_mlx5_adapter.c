@@ -29,6 +29,7 @@
 
 #include "mlx5.h"
 #include "wqe.h"
+#include "sverbs_fast.h"
 #include "sverbs_mlx5.h"
 #include "sverbs_sched.h"
 
@@ -893,6 +894,82 @@ static void test_completions_wrap(void)
 	teardown();
 }
 
+/* ------------------------------------------------------------ the glue */
+
+/*
+ * test_mlx5_adapter --glue: the context's entry points (mlx5_sv_ops()) with
+ * the QP in pass-through (the default configuration): they hand the
+ * application's WRs to mlx5_post_send as they are and poll with
+ * mlx5_poll_cq, until a WR states a priority: that one leaves pass-through
+ * (the layer's queue, an internal wr_id at the hardware) and its
+ * completion comes back with the application's wr_id.
+ */
+static bool glue_pt(void)
+{
+	return atomic_load(&((struct sverbs_qp_fast *)f.qp->sv)->pt);
+}
+
+static void test_glue_passthrough(void)
+{
+	const struct verbs_context_ops *ops = mlx5_sv_ops();
+	struct ibv_qp *qp;
+	struct ibv_send_wr wr[2], *bad = NULL;
+	struct ibv_sge sge[2];
+	struct ibv_wc wc[4];
+
+	setup(false, false);
+	reset_rec();
+	qp = &f.qp->verbs_qp.qp;
+	CU_ASSERT_TRUE_FATAL(glue_pt());
+	mkwr(&wr[0], &sge[0], 11, IBV_WR_RDMA_WRITE, 64, 0);
+	mkwr(&wr[1], &sge[1], 12, IBV_WR_RDMA_WRITE, 64, IBV_SEND_SIGNALED);
+	wr[0].next = &wr[1];
+	CU_ASSERT_EQUAL_FATAL(ops->post_send(qp, wr, &bad), 0);
+	/* the application's chain itself: one call, its wr_ids */
+	CU_ASSERT_EQUAL(rec.calls, 1);
+	CU_ASSERT_EQUAL(rec.n, 2);
+	CU_ASSERT_EQUAL(rec.w[0].wr.wr_id, 11);
+	CU_ASSERT_EQUAL(rec.w[1].wr.wr_id, 12);
+	hw_run();
+	CU_ASSERT_EQUAL_FATAL(ops->poll_cq(ibcq(), 4, wc), 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 12);
+	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
+	CU_ASSERT_TRUE(glue_pt());
+
+	/* a stated priority: the queue, from now on */
+	mkwr(&wr[0], &sge[0], 77, IBV_WR_RDMA_WRITE, 64,
+	     SVERBS_PRIO(3) | IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL_FATAL(ops->post_send(qp, wr, &bad), 0);
+	CU_ASSERT_FALSE(glue_pt());
+	CU_ASSERT_EQUAL_FATAL(rec.n, 3);
+	CU_ASSERT_NOT_EQUAL(rec.w[2].wr.wr_id, 77); /* internal */
+	hw_run();
+	CU_ASSERT_EQUAL_FATAL(ops->poll_cq(ibcq(), 4, wc), 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 77);
+	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(ops->poll_cq(ibcq(), 4, wc), 0);
+	teardown();
+}
+
+static int glue_main(void)
+{
+	unsigned int fails;
+	CU_pSuite s;
+
+	setenv("SVERBS_SLICE_ALWAYS", "0", 1);
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("mlx5 glue", NULL, NULL);
+	if (!s || !CU_add_test(s, "glue: pass-through, then a priority leaves",
+			       test_glue_passthrough))
+		return 1;
+	CU_basic_set_mode(CU_BRM_VERBOSE);
+	CU_basic_run_tests();
+	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+	CU_cleanup_registry();
+	return fails ? 1 : 0;
+}
+
 /* ------------------------------------------------------------ counting */
 
 /*
@@ -907,26 +984,26 @@ static void test_completions_wrap(void)
  * list16 (the same 16 WRs in one post call: --post_list 16) or
  * mib (one signaled 1 MiB WRITE, SVERBS_PRIO(7) through the layer: 4 KiB
  * slices, the default window of 2; the HCA runs and the CQ is polled until
- * it completes).  Each post goes
- * through insn_post(), each poll through insn_poll(); the glue's
- * dispatch in front of them (one load and test) is not counted.
+ * it completes).  Each post goes through insn_post(), each poll through
+ * insn_poll(), which call the entry point ibv_post_send() / ibv_poll_cq()
+ * would reach through the context's ops: stock mlx5_post_send /
+ * mlx5_poll_cq, or the layer's glue (mlx5_sv_ops()), whose dispatch is
+ * counted.  Both through a function pointer, as ibv_post_send() calls them.
  */
-static bool count_stock;
+static int (*count_post)(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad);
+static int (*count_poll)(struct ibv_cq *cq, int ne, struct ibv_wc *wc);
 
 static __attribute__((noinline)) int insn_post(struct ibv_send_wr *wr)
 {
 	struct ibv_send_wr *bad = NULL;
 
-	if (count_stock)
-		return mlx5_post_send(&f.qp->verbs_qp.qp, wr, &bad);
-	return sverbs_post_send(f.qp->sv, wr, &bad);
+	return count_post(&f.qp->verbs_qp.qp, wr, &bad);
 }
 
 static __attribute__((noinline)) int insn_poll(struct ibv_wc *wc, int ne)
 {
-	if (count_stock)
-		return mlx5_poll_cq(ibcq(), ne, wc);
-	return sverbs_poll_cq(f.cq->sv, ne, wc);
+	return count_poll(ibcq(), ne, wc);
 }
 
 static int count_env(const char *mode)
@@ -975,7 +1052,13 @@ static void count_run(void)
 		count_arg.rc = 2;
 		return;
 	}
-	count_stock = !strcmp(mode, "stock");
+	if (!strcmp(mode, "stock")) {
+		count_post = mlx5_post_send;
+		count_poll = mlx5_poll_cq;
+	} else {
+		count_post = mlx5_sv_ops()->post_send;
+		count_poll = mlx5_sv_ops()->poll_cq;
+	}
 	rec.count = true;
 	setup(false, false);
 	for (i = 0; i < n; i++) {
@@ -1097,6 +1180,8 @@ int main(int argc, char **argv)
 	config_env();
 	if (argc == 5 && !strcmp(argv[1], "--count"))
 		return count_main(argv[2], argv[3], atol(argv[4]));
+	if (argc == 2 && !strcmp(argv[1], "--glue"))
+		return glue_main();
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
 	s = CU_add_suite("mlx5 adapter", NULL, NULL);
