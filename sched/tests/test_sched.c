@@ -479,6 +479,53 @@ static void test_window_bound(void)
 }
 
 /*
+ * window_signals: a WRITE of 8 slices, completed one WQE at a time (a
+ * serial wire).  2 (the default): each slice signaled, a doorbell per
+ * slice; 1: one signaled WQE per window of 2 slices, the window refilled
+ * with one chain (one doorbell) when it drains.  Either way the WR
+ * completes once, and the bytes in flight stay within the window.
+ */
+static void window_signals_run(uint32_t signals, int *sig, int *rings)
+{
+	struct ibv_wc wc[4];
+	int i, n = 0, db0;
+
+	cfg_default();
+	cfg.window_signals = signals;
+	setup(64);
+	mkqp(0, 64, false);
+	db0 = fk->doorbells;
+	post(sqp[0], 9, IBV_WR_RDMA_WRITE, 8 * SL, IBV_SEND_SIGNALED);
+	while (sqp[0]->queued || fk_outstanding(0)) {
+		CU_ASSERT(fk->sq[0].out_bytes <= 2 * SL);
+		check_progress(sqp[0]);
+		fk_complete(0, 1);
+		n += poll_all(wc + n, 4 - n);
+	}
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 9);
+	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 8);
+	*sig = 0;
+	for (i = 0; i < fk->sq[0].posted; i++)
+		*sig += fk_wqe(0, i)->signaled;
+	*rings = fk->doorbells - db0;
+	teardown();
+}
+
+static void test_window_signals(void)
+{
+	int sig, rings;
+
+	window_signals_run(2, &sig, &rings);
+	CU_ASSERT_EQUAL(sig, 8);
+	CU_ASSERT_EQUAL(rings, 7); /* the first two slices, then one each */
+	window_signals_run(1, &sig, &rings);
+	CU_ASSERT_EQUAL(sig, 4);
+	CU_ASSERT_EQUAL(rings, 4);
+}
+
+/*
  * The window shrinks (the adaptive slice fell) below the unsignaled tail an
  * earlier round left in flight: a WR posted then must still go out, with a
  * signaled WQE that retires the tail, not wait for a completion nothing in
@@ -2929,6 +2976,7 @@ int main(void)
 		{ "prio completion order", test_prio_completion_order },
 		{ "prio policy", test_prio_policy },
 		{ "window bound", test_window_bound },
+		{ "window_signals: one CQE per window", test_window_signals },
 		{ "window shrinks below an unsignaled tail",
 		  test_window_shrink_unsignaled_tail },
 		{ "depth bound", test_depth_bound },
