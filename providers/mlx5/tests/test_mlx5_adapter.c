@@ -767,14 +767,14 @@ static void test_blueflame(void)
  * must be where it sits; a signaled one produces a requester CQE (opcode,
  * QP number, WQE counter) with the owner bit of the CQ's current pass.
  */
-static void hw_run(void)
+static void hw_run_n(uint32_t max)
 {
 	uint32_t prod = be32toh(f.qp_db[MLX5_SND_DBR]);
 	struct mlx5_cqe64 *cqe, tmp;
 	struct mlx5_wqe_ctrl_seg *c;
 	uint32_t op_idx;
 
-	while ((f.hw_sq & 0xffff) != prod) {
+	for (; max && (f.hw_sq & 0xffff) != prod; max--) {
 		c = ctrl_at(f.hw_sq);
 		op_idx = be32toh(c->opmod_idx_opcode);
 		CU_ASSERT_EQUAL_FATAL((op_idx >> 8) & 0xffff, f.hw_sq & 0xffff);
@@ -798,6 +798,11 @@ static void hw_run(void)
 		}
 		f.hw_sq += bbs_of(f.hw_sq);
 	}
+}
+
+static void hw_run(void)
+{
+	hw_run_n(UINT32_MAX);
 }
 
 static int poll_all(struct ibv_wc *wc, int max)
@@ -973,7 +978,8 @@ static int glue_main(void)
 /* ------------------------------------------------------------ counting */
 
 /*
- * test_mlx5_adapter --count MODE PATTERN N: no test, the instructions the
+ * test_mlx5_adapter --count MODE PATTERN N [SLICE_BYTES [WINDOW_SLICES
+ * [WINDOW_SIGNALS]]] (default 4096, 2, 2): no test, the instructions the
  * provider and the layer spend per WR, counted by callgrind
  * (perf/run-insns.sh: --toggle-collect='insn_*', so the fake HCA is not
  * counted).  MODE: stock (mlx5_post_send / mlx5_poll_cq on the QP, as a
@@ -984,11 +990,13 @@ static int glue_main(void)
  * list16 (the same 16 WRs in one post call: --post_list 16) or
  * mib (one signaled 1 MiB WRITE, SVERBS_PRIO(7) through the layer: 4 KiB
  * slices, the default window of 2; the HCA runs and the CQ is polled until
- * it completes).  Each post goes through insn_post(), each poll through
- * insn_poll(), which call the entry point ibv_post_send() / ibv_poll_cq()
- * would reach through the context's ops: stock mlx5_post_send /
- * mlx5_poll_cq, or the layer's glue (mlx5_sv_ops()), whose dispatch is
- * counted.  Both through a function pointer, as ibv_post_send() calls them.
+ * it completes) or mib1 (the same, the HCA executing one WQE between two
+ * polls: a serial wire, completions one by one, as on rxe).  Each post goes
+ * through insn_post(), each poll through insn_poll(), which call the entry
+ * point ibv_post_send() / ibv_poll_cq() would reach through the context's ops:
+ * stock mlx5_post_send / mlx5_poll_cq, or the layer's glue (mlx5_sv_ops()),
+ * whose dispatch is counted.  Both through a function pointer, as
+ * ibv_post_send() calls them.
  */
 static int (*count_post)(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			 struct ibv_send_wr **bad);
@@ -1006,10 +1014,23 @@ static __attribute__((noinline)) int insn_poll(struct ibv_wc *wc, int ne)
 	return count_poll(ibcq(), ne, wc);
 }
 
+static struct {
+	const char *mode, *pattern;
+	/* NULL: 4096, 2 and 2 (the default window and its signals) */
+	const char *slice, *window, *signals;
+	long n;
+	int rc;
+} count_arg;
+
 static int count_env(const char *mode)
 {
 	setenv("SVERBS_SLICE_ALWAYS", "0", 1);
-	setenv("SVERBS_WINDOW_SLICES", "2", 1); /* the default */
+	setenv("SVERBS_SLICE_BYTES", count_arg.slice ? count_arg.slice : "4096",
+	       1);
+	setenv("SVERBS_WINDOW_SLICES",
+	       count_arg.window ? count_arg.window : "2", 1);
+	setenv("SVERBS_WINDOW_SIGNALS",
+	       count_arg.signals ? count_arg.signals : "2", 1);
 	if (!strcmp(mode, "stock") || !strcmp(mode, "pt"))
 		return 0;
 	if (!strcmp(mode, "queue")) {
@@ -1023,18 +1044,13 @@ static int count_env(const char *mode)
 	return -1;
 }
 
-static struct {
-	const char *mode, *pattern;
-	long n;
-	int rc;
-} count_arg;
-
 /* A CUnit test, for the fakes' assertions: count_arg.rc says how it went. */
 static void count_run(void)
 {
 	const char *mode = count_arg.mode, *pattern = count_arg.pattern;
 	long n = count_arg.n;
-	bool mib = !strcmp(pattern, "mib");
+	bool mib1 = !strcmp(pattern, "mib1");
+	bool mib = mib1 || !strcmp(pattern, "mib");
 	uint32_t len = mib ? 1u << 20 : 64;
 	unsigned int flags = mib && strcmp(mode, "stock") ? SVERBS_PRIO(7) : 0;
 	bool list = !strcmp(pattern, "list16");
@@ -1043,12 +1059,13 @@ static void count_run(void)
 	struct ibv_sge sge[16];
 	struct ibv_wc wc[16];
 	long i, got;
-	int k, r;
+	int k, r, cqes;
 
 	if (count_env(mode) || (burst == 1 && !mib && strcmp(pattern, "lat")) ||
 	    n <= 0) {
 		fprintf(stderr, "usage: --count stock|pt|queue|budget "
-				"lat|burst16|list16|mib N\n");
+				"lat|burst16|list16|mib|mib1 N [SLICE_BYTES "
+				"[WINDOW_SLICES [WINDOW_SIGNALS]]]\n");
 		count_arg.rc = 2;
 		return;
 	}
@@ -1082,7 +1099,7 @@ static void count_run(void)
 				count_arg.rc = 1;
 				return;
 			}
-			hw_run();
+			hw_run_n(mib1 ? 1 : UINT32_MAX);
 			got = insn_poll(wc, 16);
 			if (got < 0 ||
 			    (got && wc[0].status != IBV_WC_SUCCESS)) {
@@ -1092,19 +1109,23 @@ static void count_run(void)
 			}
 		}
 	}
+	cqes = f.hw_cqes;
 	teardown();
-	printf("count %s %s %ld WRs %d doorbells\n", mode, pattern, n * burst,
-	       rec.calls);
+	printf("count %s %s %ld WRs %d doorbells %d cqes\n", mode, pattern,
+	       n * burst, rec.calls, cqes);
 }
 
-static int count_main(const char *mode, const char *pattern, long n)
+static int count_main(int argc, char **argv)
 {
 	unsigned int fails;
 	CU_pSuite s;
 
-	count_arg.mode = mode;
-	count_arg.pattern = pattern;
-	count_arg.n = n;
+	count_arg.mode = argv[2];
+	count_arg.pattern = argv[3];
+	count_arg.n = atol(argv[4]);
+	count_arg.slice = argc > 5 ? argv[5] : NULL;
+	count_arg.window = argc > 6 ? argv[6] : NULL;
+	count_arg.signals = argc > 7 ? argv[7] : NULL;
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
 	s = CU_add_suite("count", NULL, NULL);
@@ -1178,8 +1199,8 @@ int main(int argc, char **argv)
 	unsigned int i, fails;
 
 	config_env();
-	if (argc == 5 && !strcmp(argv[1], "--count"))
-		return count_main(argv[2], argv[3], atol(argv[4]));
+	if (argc >= 5 && argc <= 8 && !strcmp(argv[1], "--count"))
+		return count_main(argc, argv);
 	if (argc == 2 && !strcmp(argv[1], "--glue"))
 		return glue_main();
 	if (CU_initialize_registry() != CUE_SUCCESS)
