@@ -80,6 +80,7 @@ def main():
         lines += breakdown(a.fndir)
     open(f"{a.outdir}/{a.name}.md", "w").write("\n".join(lines) + "\n")
     plot(runs, [k for k in seen if not k[1].startswith("mib1")], f"{a.outdir}/{a.name}.png")
+    plot_slicing(runs, f"{a.outdir}/{a.name}-slicing.png")
     return 1 if bad else 0
 
 
@@ -202,9 +203,56 @@ def plot(runs, cases, path):
     ax.set_ylabel("user-space instructions per WR")
     ax.set_title("Instructions per WR (callgrind): stock vs the layer's paths "
                  "(mib: 1 MiB WRITE, the layer slices it)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_slicing(runs, path):
+    """The slicing levers (mib1-* cases): doorbells, CQEs and instructions
+    per 1 MiB WRITE by slice size, for each window / signals setting."""
+    rs = [r for r in runs if r["case"].startswith("mib1-") and "per_wr" in r]
+    if not rs:
+        return
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    sizes = sorted({r["case"].split("-")[1] for r in rs}, key=lambda k: int(k[:-1]))
+    sets = []
+    for r in rs:
+        ws = r["case"].split("-")[2]
+        if ws not in sets:
+            sets.append(ws)
+    label = {"w2s2": "window 2, 2 signals (default)", "w2s1": "window 2, 1 signal",
+             "w4s2": "window 4, 2 signals"}
+    fig, axs = plt.subplots(1, 3, figsize=(13, 4))
+    for ax, key, title in zip(axs, ("doorbells_per_wr", "cqes_per_wr", "per_wr"),
+                              ("doorbells (rxe: post system calls)", "CQEs",
+                               "instructions (user space)")):
+        w = 0.8 / len(sets)
+        for j, ws in enumerate(sets):
+            xs, ys = [], []
+            for i, sz in enumerate(sizes):
+                r = next((r for r in rs if r["case"] == f"mib1-{sz}-{ws}"), None)
+                if r and r.get(key) is not None:
+                    xs.append(i + (j - len(sets) / 2 + 0.5) * w)
+                    ys.append(r[key])
+            bars = ax.bar(xs, ys, w, label=label.get(ws, ws))
+            ax.bar_label(bars, fontsize=6, fmt="%.0f", padding=1)
+        ax.set_xticks(range(len(sizes)))
+        ax.set_xticklabels([f"{s[:-1]} KiB slices" for s in sizes])
+        ax.set_yscale("log")
+        ax.set_title(f"{title} per 1 MiB WRITE", fontsize=9)
+    axs[0].legend(fontsize=7)
+    fig.suptitle("Slicing levers, mlx5 fake objects, serial wire (one WQE executed between "
+                 "two polls): window_slices / window_signals", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
