@@ -97,7 +97,7 @@ static int queue_setup(struct sverbs_qp *sqp)
  * at its first WR with a priority.  Returns 0 when the queue is there;
  * ENOMEM (the post fails as stock's does without room; the QP stays in
  * pass-through and may try again); EAGAIN: the CQ has no headroom for one
- * more QP, so this one stays in pass-through for good (pt_stock), as a QP
+ * more QP, so this one stays in pass-through for good (fast.stock), as a QP
  * the layer does not manage.
  */
 int sv_qp_leave_prepare(struct sverbs_qp *sqp)
