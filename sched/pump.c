@@ -706,18 +706,15 @@ static uint32_t ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
 
 #define SV_REFUSED_ROUNDS 4
 
-void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why)
+/* The pump's rounds (an empty queue pays for none of their frame). */
+static __attribute__((noinline)) void pump_queued(struct sverbs_qp *sqp,
+						  enum sv_pump_why why)
 {
 	uint32_t unsig_wqes = sqp->unsig_wqes, n = 0, s, refusals, rounds = 0;
 	uint64_t unsig_bytes = sqp->unsig_bytes;
 	uint64_t bytes0 = sqp->inflight_bytes, now = 0;
 	bool idle = !sqp->inflight_wqes;
 
-	if (!sqp->queued) {
-		sv_qp_unhold(sqp);
-		sqp->arrival_ns = 0;
-		return;
-	}
 	if (!sv_ring_now(sqp, why, &now))
 		return;
 round:
@@ -748,6 +745,16 @@ round:
 		sverbs_batch_returned(sqp->batch, sverbs_now_ns());
 	if (idle)
 		sv_slicer_busy(&sqp->slicer, sqp->inflight_bytes - bytes0);
+}
+
+void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why)
+{
+	if (sqp->queued) {
+		pump_queued(sqp, why);
+		return;
+	}
+	sv_qp_unhold(sqp);
+	sqp->arrival_ns = 0;
 }
 
 /*
