@@ -94,7 +94,8 @@ GROUPS = [
     ("post: the lone-WR path, WQE record, call bookkeeping",
      r"^(sv_post_direct|sv_call_begin|sv_call_end|sv_qp_post_unlock|sv_wqe_\w+)$"),
     ("pump, slicing, batching counters",
-     r"^(sv_qp_pump|sv_qp_unhold|sverbs_batch_\w+|sv_slicer_\w+|sv_ring_now|build_wqe|"
+     r"^(sv_qp_pump|pump_queued|pick|signal_last|ring_doorbell|batch_rang|rollback|"
+     r"sv_qp_unhold|sverbs_batch_\w+|sv_slicer_\w+|sv_ring_now|build_wqe|"
      r"fill_wqe|wqe_new|adapter_post|holdable|sverbs_now_ns|sverbs_timer_\w+|clock_gettime\S*|"
      r"__vdso_clock_gettime|sv_hr_\w+)$"),
     ("completion: wr_id translation, retiring WQEs",
