@@ -94,7 +94,7 @@ if [ $mlx5 = 1 ]; then
 		[ $p = mib ] && modes="stock queue" k=$((n / 16))
 		[ $p = list16 ] && modes="stock pt"
 		for m in $modes; do
-			count_one $p $p $m $k
+			count_one "$p" "$p" "$m" "$k"
 		done
 	done
 	# the slicing levers: a 1 MiB WRITE on a serial wire (mib1: one WQE
