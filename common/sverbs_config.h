@@ -27,6 +27,7 @@ struct sverbs_config {
 	uint32_t slice_max_bytes;  /* slice_max_bytes */
 	uint32_t hol_target_us;	  /* hol_target_us: target wait behind slices */
 	uint32_t window_slices;	  /* window_slices: slices in flight */
+	uint32_t window_signals;  /* window_signals: signaled WQEs a window */
 	bool slice_always;	  /* slice_always: slice + window from the
 				   * first WR, not once a QP mixes levels */
 	bool passthrough;	  /* passthrough: a QP hands WRs straight to

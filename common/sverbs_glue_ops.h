@@ -17,26 +17,38 @@
 
 #include <errno.h>
 
+#include "sverbs_fast.h"
 #include "sverbs_register.h"
 #include "sverbs_sched.h"
 
+/*
+ * Pass-through (sverbs_post_is_stock(), sverbs_poll_is_stock()): the
+ * provider's own post_send / poll_cq, called directly (SV_ADAPTER is a
+ * constant: no function pointer), with no call into sched/ before them.
+ */
 static int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			struct ibv_send_wr **bad_wr)
 {
 	struct sverbs_qp *sv = SV_QP(ibqp);
 
-	if (sv)
-		return sverbs_post_send(sv, wr, bad_wr);
-	return SV_ADAPTER.post_send(ibqp, wr, bad_wr);
+	if (!sv || sverbs_post_is_stock(sv, wr))
+		return SV_ADAPTER.post_send(ibqp, wr, bad_wr);
+	return sverbs_post_queued(sv, wr, bad_wr);
 }
 
 static int sv_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 {
 	struct sverbs_cq *sv = SV_CQ(ibcq);
+	int n;
 
-	if (sv)
+	if (!sv)
+		return SV_ADAPTER.poll_cq(ibcq, ne, wc);
+	if (!sverbs_poll_is_stock(sv))
 		return sverbs_poll_cq(sv, ne, wc);
-	return SV_ADAPTER.poll_cq(ibcq, ne, wc);
+	n = SV_ADAPTER.poll_cq(ibcq, ne, wc);
+	if (sverbs_poll_needs_fixup(sv, n))
+		return sverbs_poll_fixup(sv, ne, wc, n);
+	return n;
 }
 
 static int sv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)

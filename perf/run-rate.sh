@@ -17,8 +17,10 @@
 #                  and --post_list 16), client and server both off / on; perftestb:
 #                  ib_write_lat and ib_write_bw with the sverbs side budgeted
 #     --syscalls [ITERS]  instead: count syscalls per WR with strace -c -f for
-#                  t1 t4 pl16 t1b t4b (ITERS WRs per thread, default 1000;
-#                  strace makes each syscall slow in the guest, keep it small)
+#                  the -c configs (default t1 t4 pl16 t1b t4b; also mib,
+#                  mib-<K>k-s<S>: see perf/guest/configs.sh) (ITERS WRs per
+#                  thread, default 1000; strace makes each syscall slow in
+#                  the guest, keep it small)
 #
 # Environment: PERF_BIN (where rate_bench is), PERF_BUDGET_US (the budget of the
 # "b" configs, default 50), SVERBS_VM_* (tests/vm/run-in-vm.sh).
@@ -26,7 +28,7 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-name='' reps=3 secs=3 cfgs="t1 t4 pl16 t4pl16 t1b t4b lat latb" sys=0 iters=1000
+name='' reps=3 secs=3 cfgs='' sys=0 iters=1000
 while [ $# -gt 0 ]; do
 	case $1 in
 	-n) name=$2; shift 2 ;;
@@ -38,7 +40,7 @@ while [ $# -gt 0 ]; do
 		shift
 		if [[ ${1:-} =~ ^[0-9]+$ ]]; then iters=$1; shift; fi
 		;;
-	-h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) perf_die "unknown argument $1 (see --help)" ;;
 	esac
 done
@@ -51,12 +53,14 @@ trap 'rm -rf "$tmp"' EXIT
 rc=0
 if [ $sys = 1 ]; then
 	name=${name:-syscalls}
+	cfgs=${cfgs:-t1 t4 pl16 t1b t4b}
 	export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-$((iters * 40 / 100 + 300))}
-	perf_meta "$tmp/meta.json" "run-rate.sh --syscalls $iters"
-	perf_log "strace -c -f: {t1,t4,pl16} x {off,on}, $iters WRs per thread (timeout ${SVERBS_VM_TIMEOUT}s)"
-	vm_run "export PERF_BUDGET_US=${PERF_BUDGET_US:-50}; '$PERF_DIR/guest/syscalls.sh' $iters t1 t4 pl16 t1b t4b" >"$tmp/runs.jsonl" || rc=$?
+	perf_meta "$tmp/meta.json" "run-rate.sh --syscalls $iters -c '$cfgs'"
+	perf_log "strace -c -f: {$cfgs} x {off,on}, $iters WRs per thread (timeout ${SVERBS_VM_TIMEOUT}s)"
+	vm_run "export PERF_BUDGET_US=${PERF_BUDGET_US:-50}; '$PERF_DIR/guest/syscalls.sh' $iters $cfgs" >"$tmp/runs.jsonl" || rc=$?
 else
 	name=${name:-rate}
+	cfgs=${cfgs:-t1 t4 pl16 t4pl16 t1b t4b lat latb}
 	nc=$(wc -w <<<"$cfgs")
 	pt=0
 	[[ " $cfgs " == *" perftest"* ]] && pt=1

@@ -208,15 +208,6 @@ void sv_wr_commit(struct sverbs_qp *sqp, uint32_t s)
 		sv_fifo_push(sqp, &sqp->fence, s, true);
 }
 
-/* Whether a WR of the list states a priority. */
-static bool list_states_prio(const struct ibv_send_wr *wr)
-{
-	for (; wr; wr = wr->next)
-		if (wr->send_flags & SVERBS_PRIO_MASK)
-			return true;
-	return false;
-}
-
 /*
  * The QP's first WR that states a priority ends pass-through, for good:
  * from here every WR takes the queue.  WQEs posted in pass-through may
@@ -229,7 +220,7 @@ void sv_qp_leave_passthrough(struct sverbs_qp *sqp)
 	sqp->pt_inflight = true;
 	/* before the first internal WQE: see sverbs_poll_cq()'s fast path */
 	sv_cq_layered(sqp->scq);
-	atomic_store(&sqp->pt, false);
+	atomic_store(&sqp->fast.pt, false);
 }
 
 /* The idx-th WR of a list. */
@@ -240,10 +231,9 @@ static struct ibv_send_wr *wr_nth(struct ibv_send_wr *wr, uint64_t idx)
 	return wr;
 }
 
-/* The queue's post (not inlined: pass-through pays for none of its frame). */
-static __attribute__((noinline)) int post_queued(struct sverbs_qp *sqp,
-						 struct ibv_send_wr *wr,
-						 struct ibv_send_wr **bad_wr)
+/* The queue's post (pass-through pays for none of its frame). */
+int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+		       struct ibv_send_wr **bad_wr)
 {
 	struct ibv_send_wr *first = wr;
 	uint64_t idx;
@@ -251,7 +241,7 @@ static __attribute__((noinline)) int post_queued(struct sverbs_qp *sqp,
 	int err = 0, ret;
 
 	/* leaving pass-through: the queue it leaves for, made now, unlocked */
-	if (atomic_load_explicit(&sqp->pt, memory_order_acquire)) {
+	if (atomic_load_explicit(&sqp->fast.pt, memory_order_acquire)) {
 		err = sv_qp_leave_prepare(sqp);
 		if (err == EAGAIN)
 			return sqp->ad->post_send(sqp->qp, wr, bad_wr);
@@ -261,7 +251,7 @@ static __attribute__((noinline)) int post_queued(struct sverbs_qp *sqp,
 		}
 	}
 	pthread_spin_lock(&sqp->lock);
-	if (atomic_load_explicit(&sqp->pt, memory_order_relaxed))
+	if (atomic_load_explicit(&sqp->fast.pt, memory_order_relaxed))
 		sv_qp_leave_passthrough(sqp);
 	sv_call_begin(sqp);
 	for (; wr; wr = wr->next) {
@@ -308,11 +298,10 @@ int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	/*
 	 * Pass-through: nothing to schedule or hold, so the WRs go to the
 	 * provider as they are, with their own wr_ids, no lock and no copy;
-	 * the provider checks them and rings once, as stock.
+	 * the provider checks them and rings once, as stock.  (The glue's
+	 * entry point makes the same test and calls the provider itself.)
 	 */
-	if (atomic_load_explicit(&sqp->pt, memory_order_acquire) &&
-	    (!list_states_prio(wr) ||
-	     atomic_load_explicit(&sqp->pt_stock, memory_order_relaxed)))
+	if (sverbs_post_is_stock(sqp, wr))
 		return sqp->ad->post_send(sqp->qp, wr, bad_wr);
-	return post_queued(sqp, wr, bad_wr);
+	return sverbs_post_queued(sqp, wr, bad_wr);
 }

@@ -89,7 +89,7 @@ bool sv_cq_lock_post(struct sverbs_cq *scq)
 /* A QP left pass-through: before its first internal WQE (cq_fast()). */
 void sv_cq_layered(struct sverbs_cq *scq)
 {
-	atomic_fetch_add(&scq->layered, 1);
+	atomic_fetch_add(&scq->fast.layered, 1);
 }
 
 /*
@@ -259,7 +259,7 @@ static void ring_push(struct sverbs_cq *scq, const struct ibv_wc *wc)
 	}
 	scq->ready[(scq->rhead + scq->rcount) % scq->rcap] = *wc;
 	scq->rcount++;
-	atomic_store(&scq->backlog, true);
+	atomic_store(&scq->fast.backlog, true);
 }
 
 static int ring_pop(struct sverbs_cq *scq, struct ibv_wc *wc, int ne)
@@ -303,7 +303,7 @@ static void stale_add(struct sverbs_cq *scq, const struct sverbs_qp *sqp)
 	scq->stale[i].qp_num = sqp->qp_num;
 	scq->stale[i].sealed = false;
 	scq->stale[i].seq_end = sqp->seq_next;
-	atomic_store(&scq->backlog, true);
+	atomic_store(&scq->fast.backlog, true);
 }
 
 /* Forget QP number qpn's record; returns where its wr_ids ended. */
@@ -433,8 +433,8 @@ void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 	if (!sqp->registered)
 		return;
 	sqp->registered = false;
-	if (!atomic_load(&sqp->pt))
-		atomic_fetch_sub(&scq->layered, 1);
+	if (!atomic_load(&sqp->fast.pt))
+		atomic_fetch_sub(&scq->fast.layered, 1);
 	stale_seal(scq, sqp->qp_num);
 	wait_del(scq, sqp);
 	scq->nqp--;
@@ -698,8 +698,8 @@ static void finish_round(struct sverbs_cq *scq, struct sv_touched *t)
 	scq->poll_gen++;
 	pump_waiting(scq, SV_PUMP_POLL);
 	/* nothing left for the fast path to overtake */
-	if (!scq->rcount && !scq->nstale && atomic_load(&scq->backlog))
-		atomic_store(&scq->backlog, false);
+	if (!scq->rcount && !scq->nstale && atomic_load(&scq->fast.backlog))
+		atomic_store(&scq->fast.backlog, false);
 }
 
 /*
@@ -775,8 +775,9 @@ static int poll_round(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n,
 /* Every QP on the CQ posts in pass-through and nothing waits: poll raw. */
 static bool cq_fast(struct sverbs_cq *scq)
 {
-	return !atomic_load_explicit(&scq->layered, memory_order_relaxed) &&
-	       !atomic_load_explicit(&scq->backlog, memory_order_relaxed);
+	return !atomic_load_explicit(&scq->fast.layered,
+				     memory_order_relaxed) &&
+	       !atomic_load_explicit(&scq->fast.backlog, memory_order_relaxed);
 }
 
 /*
@@ -836,8 +837,13 @@ int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
 		return poll_layered(scq, ne, wc);
 	n = raw_poll(scq, ne, wc);
 	/* a layer WQE is posted only after layered went up */
-	if (n <= 0 || !atomic_load(&scq->layered))
+	if (n <= 0 || !atomic_load(&scq->fast.layered))
 		return n;
+	return fast_fixup(scq, ne, wc, n);
+}
+
+int sverbs_poll_fixup(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n)
+{
 	return fast_fixup(scq, ne, wc, n);
 }
 
@@ -959,5 +965,6 @@ bool sverbs_cq_install_ex_ops(struct sverbs_cq *scq, struct ibv_cq_ex *cq_ex,
 	cq_ex->read_sl = sv_read_sl;
 	cq_ex->read_dlid_path_bits = sv_read_dlid_path_bits;
 	scq->cq_ex = cq_ex;
+	scq->fast.ex = true;
 	return true;
 }

@@ -11,8 +11,10 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 
 #include "sched_int.h"
+#include "sverbs_fast.h"
 
 /* The provider's extended-CQ polling functions, the raw source. */
 struct sv_ex_ops {
@@ -46,6 +48,8 @@ struct sv_stale_qp {
 #define SV_STALE_QPS 8
 
 struct sverbs_cq {
+	/* the fast path's state (sverbs_poll_cq()): first (sverbs_fast.h) */
+	struct sverbs_cq_fast fast;
 	pthread_spinlock_t lock;
 	const struct sverbs_adapter *ad;
 	struct ibv_cq *cq;
@@ -91,13 +95,6 @@ struct sverbs_cq {
 	 */
 	pthread_spinlock_t wait_lock;
 	struct sverbs_qp *waiting;
-	/*
-	 * The fast path (sverbs_poll_cq()): while no registered QP has left
-	 * pass-through (layered) and nothing waits in the ready ring or the
-	 * stale (backlog), a poll is the provider's own.
-	 */
-	atomic_uint layered;
-	atomic_bool backlog;
 
 	uint64_t poll_gen;
 	uint64_t qp_visits; /* QPs a walk for waiting work looked at (tests) */
@@ -108,5 +105,8 @@ struct sverbs_cq {
 	uint64_t raw_flags; /* wc_flags the provider's CQ was created with */
 	struct ibv_wc cur;  /* the completion the getters describe */
 };
+
+/* sverbs_fast.h reads it through a pointer to the object */
+_Static_assert(offsetof(struct sverbs_cq, fast) == 0, "fast: first");
 
 #endif /* SVERBS_CQ_INT_H */

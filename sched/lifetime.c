@@ -97,7 +97,7 @@ static int queue_setup(struct sverbs_qp *sqp)
  * at its first WR with a priority.  Returns 0 when the queue is there;
  * ENOMEM (the post fails as stock's does without room; the QP stays in
  * pass-through and may try again); EAGAIN: the CQ has no headroom for one
- * more QP, so this one stays in pass-through for good (pt_stock), as a QP
+ * more QP, so this one stays in pass-through for good (fast.stock), as a QP
  * the layer does not manage.
  */
 int sv_qp_leave_prepare(struct sverbs_qp *sqp)
@@ -107,12 +107,12 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 	int ret = 0;
 
 	pthread_spin_lock(&sqp->lock);
-	if (atomic_load(&sqp->pt_stock))
+	if (atomic_load(&sqp->fast.stock))
 		ret = EAGAIN;
 	else if (!sqp->registered)
 		ret = queue_setup(sqp);
 	if (ret == EAGAIN)
-		atomic_store(&sqp->pt_stock, true);
+		atomic_store(&sqp->fast.stock, true);
 	pthread_spin_unlock(&sqp->lock);
 	if (locked)
 		sv_cq_unlock(sqp->scq);
@@ -217,7 +217,7 @@ void sverbs_qp_get_stats(struct sverbs_qp *sqp, struct sverbs_qp_stats *st)
 		st->batch_budget_ns = sqp->batch->budget_ns;
 	}
 	st->slice_bytes = sv_slice_bytes(&sqp->slicer);
-	if (atomic_load(&sqp->pt))
+	if (atomic_load(&sqp->fast.pt))
 		st->flags |= SVERBS_QP_STATS_PASSTHROUGH;
 	pthread_spin_unlock(&sqp->lock);
 }
@@ -282,10 +282,10 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	sv_slicer_init(&sqp->slicer, cfg);
 	sqp->scheduled = cfg->slice_always;
 	sqp->cfg.batch_prio_mask &= ~(1u << SVERBS_PRIO_HIGHEST);
-	atomic_init(&sqp->pt, passthrough_ok(sqp));
-	atomic_init(&sqp->pt_stock, false);
+	atomic_init(&sqp->fast.pt, passthrough_ok(sqp));
+	atomic_init(&sqp->fast.stock, false);
 	/* in pass-through: nothing more until it leaves (16.10) */
-	if (atomic_load(&sqp->pt)) {
+	if (atomic_load(&sqp->fast.pt)) {
 		live_add(sqp);
 		return sqp;
 	}
@@ -314,7 +314,7 @@ void sverbs_qp_modify_pre(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 	 * CQ); a QP in pass-through behaves as stock.
 	 */
 	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET &&
-	    !atomic_load(&sqp->pt)) {
+	    !atomic_load(&sqp->fast.pt)) {
 		sv_cq_lock(sqp->scq);
 		sv_cq_drain(sqp->scq);
 		sv_cq_unlock(sqp->scq);
@@ -357,7 +357,7 @@ void sverbs_qp_destroy_pre(struct sverbs_qp *sqp)
 		sverbs_timer_del(&sqp->timer);
 	sv_cq_lock(scq);
 	/* in pass-through, stock: the provider cleans its completions */
-	if (!atomic_load(&sqp->pt))
+	if (!atomic_load(&sqp->fast.pt))
 		sv_cq_drain(scq);
 	pthread_spin_lock(&sqp->lock);
 	sv_cq_unlink(scq, sqp);

@@ -18,9 +18,11 @@
  * Signaling.  A WQE is signaled when
  *   (a) it is the last WQE of a WR the application signaled (or sq_sig_all);
  *   (b) the unsignaled bytes since the last signaled WQE, with it, reach
- *       half the window, or the unsignaled WQEs reach half the depth: so
- *       whenever the window or the SQ is full, a signaled WQE is in flight
- *       whose completion frees at least half of it;
+ *       window / window_signals (default 2: half the window), or the
+ *       unsignaled WQEs reach half the depth: so whenever the window or the
+ *       SQ is full, a signaled WQE is in flight whose completion frees at
+ *       least 1 / window_signals of it (window_signals = 1: one CQE per
+ *       window, which then drains before it refills);
  *   (c) it is the last slice of a WR cut into several;
  *   (d) it is the last WQE of a round after which work is still queued (a
  *       QP's one reserved CQE pays for it if it costs one);
@@ -55,6 +57,14 @@ static uint64_t window_bytes(const struct sverbs_qp *sqp)
 	uint32_t k = sqp->cfg.window_slices ? sqp->cfg.window_slices : 1;
 
 	return (uint64_t)k * sv_slice_bytes(&sqp->slicer);
+}
+
+/* Rule (b): the unsignaled bytes that make a WQE signaled. */
+static uint64_t sig_bytes(const struct sverbs_qp *sqp, uint64_t window)
+{
+	uint32_t k = sqp->cfg.window_signals ? sqp->cfg.window_signals : 1;
+
+	return window / k;
 }
 
 static uint32_t sig_every(const struct sverbs_qp *sqp)
@@ -260,7 +270,7 @@ static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 	app_final = final && w->app_signaled;
 	sig = retire || sqp->pt_inflight || sqp->sig_all || app_final ||
 	      sqp->hw_err || (final && !first) ||
-	      sqp->unsig_bytes + bytes >= window / 2 ||
+	      sqp->unsig_bytes + bytes >= sig_bytes(sqp, window) ||
 	      sqp->unsig_wqes + 1 >= sig_every(sqp);
 	cost = !final || (sig && !app_final);
 	if (cost && !sv_hr_take(sqp->scq)) {
@@ -703,18 +713,15 @@ static uint32_t ring_doorbell(struct sverbs_qp *sqp, uint32_t n,
 
 #define SV_REFUSED_ROUNDS 4
 
-void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why)
+/* The pump's rounds (an empty queue pays for none of their frame). */
+static __attribute__((noinline)) void pump_queued(struct sverbs_qp *sqp,
+						  enum sv_pump_why why)
 {
 	uint32_t unsig_wqes = sqp->unsig_wqes, n = 0, s, refusals, rounds = 0;
 	uint64_t unsig_bytes = sqp->unsig_bytes;
 	uint64_t bytes0 = sqp->inflight_bytes, now = 0;
 	bool idle = !sqp->inflight_wqes;
 
-	if (!sqp->queued) {
-		sv_qp_unhold(sqp);
-		sqp->arrival_ns = 0;
-		return;
-	}
 	if (!sv_ring_now(sqp, why, &now))
 		return;
 round:
@@ -745,6 +752,16 @@ round:
 		sverbs_batch_returned(sqp->batch, sverbs_now_ns());
 	if (idle)
 		sv_slicer_busy(&sqp->slicer, sqp->inflight_bytes - bytes0);
+}
+
+void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why)
+{
+	if (sqp->queued) {
+		pump_queued(sqp, why);
+		return;
+	}
+	sv_qp_unhold(sqp);
+	sqp->arrival_ns = 0;
 }
 
 /*

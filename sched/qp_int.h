@@ -37,11 +37,13 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "sched_int.h"
 #include "slice.h"
+#include "sverbs_fast.h"
 
 /*
  * Internal wr_ids: WQE sequence numbers start here, so that an internal
@@ -106,6 +108,8 @@ struct sv_fifo {
 };
 
 struct sverbs_qp {
+	/* pass-through (pt) and staying stock: first (sverbs_fast.h) */
+	struct sverbs_qp_fast fast;
 	pthread_spinlock_t lock;
 	const struct sverbs_adapter *ad;
 	struct ibv_qp *qp;
@@ -145,20 +149,11 @@ struct sverbs_qp {
 	uint64_t windowed_bytes; /* ... of WQEs posted once scheduling began */
 	bool scheduled;		 /* slicing + window apply (see sv_wr_commit) */
 	/*
-	 * Pass-through (see sverbs_post_send()): WRs go to the provider as
-	 * the application posted them and complete untouched.  Read without
-	 * the lock on the post path; cleared once, under it, never set again.
-	 */
-	atomic_bool pt;
-	/*
 	 * The slots, the ring, the chain and the batching state exist and
 	 * the QP is in its CQ's table (CQ and QP locks to change; the CQ side
-	 * reads it under the CQ lock).  pt_stock: the CQ had no headroom for
-	 * it when it left pass-through: it stays there, as a QP the layer
-	 * does not manage (set once, under the CQ lock).
+	 * reads it under the CQ lock).
 	 */
 	bool registered;
-	atomic_bool pt_stock;
 	bool pt_inflight; /* WQEs posted in pass-through may still be in flight
 			   */
 	/*
@@ -218,6 +213,9 @@ struct sverbs_qp {
 	uint32_t build_cur;
 	int build_err;
 };
+
+/* sverbs_fast.h reads it through a pointer to the object */
+_Static_assert(offsetof(struct sverbs_qp, fast) == 0, "fast: first");
 
 /*
  * The opcode rules, one table (admit.c) indexed by ibv_wr_opcode: which

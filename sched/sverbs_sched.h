@@ -54,6 +54,12 @@ int sverbs_cq_resize(struct sverbs_cq *scq, int cqe);
 
 /* poll_cq and req_notify_cq hooks of a managed CQ. */
 int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc);
+/*
+ * The n completions a provider's own poll put in wc (sverbs_poll_is_stock()
+ * was true), when sverbs_poll_needs_fixup(): the application's completions
+ * among them, translated; returns their count.
+ */
+int sverbs_poll_fixup(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n);
 int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only);
 
 /*
@@ -76,6 +82,9 @@ bool sverbs_qp_install_wr_ops(struct sverbs_qp *sqp, struct ibv_qp_ex *qpx,
 
 int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		     struct ibv_send_wr **bad_wr);
+/* sverbs_post_send() when !sverbs_post_is_stock(): the layer's queue. */
+int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+		       struct ibv_send_wr **bad_wr);
 
 /*
  * Around the provider's modify_qp: pre may pump; post, when ret == 0 and the

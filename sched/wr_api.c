@@ -89,7 +89,7 @@ static int pt_batch_end(struct ibv_qp_ex *qpx, bool complete)
 	/* without the layer's queue (no memory), pass-through goes on */
 	if (prio && !sv_qp_leave_prepare(sqp)) {
 		pthread_spin_lock(&sqp->lock);
-		if (atomic_load(&sqp->pt))
+		if (atomic_load(&sqp->fast.pt))
 			sv_qp_leave_passthrough(sqp);
 		pthread_spin_unlock(&sqp->lock);
 	}
@@ -115,17 +115,18 @@ static void sv_wr_start(struct ibv_qp_ex *qpx)
 	int err = 0;
 
 	/* one pass-through batch per thread; a second one is queued */
-	if (!pt_batch && atomic_load_explicit(&sqp->pt, memory_order_acquire)) {
+	if (!pt_batch &&
+	    atomic_load_explicit(&sqp->fast.pt, memory_order_acquire)) {
 		sqp->raw_qpx->wr_start(qpx);
 		pt_batch = sqp;
 		return;
 	}
 	/* the layer's queue, if not yet there (else the batch fails) */
-	if (atomic_load_explicit(&sqp->pt, memory_order_acquire))
+	if (atomic_load_explicit(&sqp->fast.pt, memory_order_acquire))
 		err = sv_qp_leave_prepare(sqp);
 	pthread_spin_lock(&sqp->lock);
 	/* internal wr_ids follow: the CQ must translate */
-	if (!err && atomic_load_explicit(&sqp->pt, memory_order_relaxed))
+	if (!err && atomic_load_explicit(&sqp->fast.pt, memory_order_relaxed))
 		sv_qp_leave_passthrough(sqp);
 	sqp->build.head = sqp->build.tail = SV_NONE;
 	sqp->build_cur = SV_NONE;

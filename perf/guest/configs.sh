@@ -15,6 +15,8 @@
 #   with SVERBS_BATCH_LINGER=on.  mib: 1 MiB WRITEs, each signaled, 2
 #   outstanding; the sverbs side marks them SVERBS_PRIO(7) (bargs), so the
 #   layer slices them (what one slice costs: perf/guest/syscalls.sh).
+#   mib-<K>k-s<S> (e.g. mib-4k-s1): mib with the sverbs side's slices fixed
+#   at K KiB and window_signals = S, and --tx-depth 4 (see below).
 # shellcheck disable=SC2034  # bin, args, benv and bargs are for the caller
 bin=${PERF_BIN:?}/rate_bench
 
@@ -28,6 +30,15 @@ rate_config() {
 	t4pl16) args=(-T 4 -l 16) ;;
 	lat | latb | latq) args=(--lat) ;;
 	mib) args=(-T 1 -s 1M -c 1 --tx-depth 2) bargs=(--prio 7) ;;
+	mib-*k-s*)
+		# mib with the sverbs side's slice size and window_signals fixed,
+		# and a send queue of 4: with mib's 2 the layer keeps 1 WQE in
+		# flight (max_send_wr - 1), so the depth, not the window, decides
+		args=(-T 1 -s 1M -c 1 --tx-depth 4) bargs=(--prio 7)
+		local v=${1#mib-}
+		benv=("SVERBS_SLICE_BYTES=$((${v%%k-*} * 1024))" "SVERBS_WINDOW_SIGNALS=${v##*-s}")
+		return 0
+		;;
 	*) return 1 ;;
 	esac
 	if [[ $1 == *b ]]; then benv=("SVERBS_BATCH_BUDGET_US=${PERF_BUDGET_US:-50}"); fi

@@ -3,8 +3,8 @@
 # system calls per posted WR with `strace -c -f`, SVERBS=off vs SVERBS=on.
 #
 #   syscalls.sh ITERS CONFIGS...      CONFIG: t1 | t4 | pl16 | t1b | t4b | mib
-#                                     (see configs.sh; mib runs ITERS/50
-#                                     1 MiB WRITEs)
+#                                     | mib-<K>k-s<S> (see configs.sh; mib*
+#                                     run ITERS/50 1 MiB WRITEs)
 #
 # For each config and mode, rate_bench runs twice under strace: with -n ITERS
 # (WRs per thread) and with -n 0 (setup and teardown only); the difference,
@@ -22,11 +22,11 @@ tmp=$(mktemp -d)
 fail=0
 for c in "$@"; do
 	case $c in
-	t1 | t4 | pl16 | t1b | t4b | mib) rate_config "$c" ;;
+	t1 | t4 | pl16 | t1b | t4b | mib | mib-*k-s*) rate_config "$c" ;;
 	*) echo "syscalls: unknown config $c" >&2; exit 2 ;;
 	esac
 	n=$iters
-	[ "$c" != mib ] || n=$((iters / 50 > 0 ? iters / 50 : 1))
+	[[ $c != mib* ]] || n=$((iters / 50 > 0 ? iters / 50 : 1))
 	for m in off on; do
 		if [ "$m" = on ]; then e=("${benv[@]}") a=("${args[@]}" "${bargs[@]}"); else e=() a=("${args[@]}"); fi
 		if env "${e[@]}" SVERBS=$m strace -c -f -o "$tmp/setup" "$bin" "${a[@]}" -n 0 >/dev/null &&

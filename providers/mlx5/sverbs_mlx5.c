@@ -110,6 +110,12 @@ static const struct sverbs_adapter mlx5_adapter = {
 #define SV_STOCK_DESTROY_QP mlx5_destroy_qp
 #include "sverbs_glue_ops.h"
 
+/* The layer's context ops (the adapter test counts through them). */
+const struct verbs_context_ops *mlx5_sv_ops(void)
+{
+	return &sv_ops;
+}
+
 /* With the layer off nothing is replaced: the context is stock. */
 void mlx5_sv_context_init(struct verbs_context *vctx)
 {

@@ -35,5 +35,7 @@ struct ibv_cq_init_attr_ex *mlx5_sv_cq_attr(struct ibv_context *ctx,
 void mlx5_sv_cq_created(struct ibv_cq_ex *cq, bool extended,
 			uint64_t app_wc_flags);
 void mlx5_sv_qp_created(struct ibv_qp *qp, struct ibv_qp_init_attr_ex *attr);
+/* The context ops the layer installs (for the adapter test's counting). */
+const struct verbs_context_ops *mlx5_sv_ops(void);
 
 #endif /* SVERBS_MLX5_H */

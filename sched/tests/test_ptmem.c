@@ -117,7 +117,7 @@ static void test_pt_no_resize(void)
 	for (i = 0; i < 3; i++)
 		CU_ASSERT_EQUAL(post1(q[i], 20 + i, SVERBS_PRIO(2), &bad), 0);
 	CU_ASSERT_EQUAL(scq->nqp, 3);
-	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 3);
+	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 3);
 	CU_ASSERT(fk->resize_calls <= 2);
 	/* (the layer's WQEs may wait for pass-through's: two rounds) */
 	for (n = 0, r = 0; r < 2; r++) {
@@ -135,7 +135,7 @@ static void test_pt_no_resize(void)
 	for (i = 0; i < FK_QPS; i++)
 		destroy(q[i]);
 	CU_ASSERT_EQUAL(scq->nqp, 0);
-	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 0);
+	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 0);
 	sverbs_cq_destroy(scq);
 	fk_fini();
 }
@@ -161,8 +161,8 @@ static void test_pt_lockless_no_resize(void)
 	CU_ASSERT_EQUAL(fk->resize_calls, 0);
 	CU_ASSERT_EQUAL(scq->nqp, 3);
 	for (i = 0; i < FK_QPS; i++)
-		CU_ASSERT_EQUAL(atomic_load(&q[i]->pt), i >= 3);
-	CU_ASSERT_TRUE(atomic_load(&q[3]->pt_stock));
+		CU_ASSERT_EQUAL(atomic_load(&q[i]->fast.pt), i >= 3);
+	CU_ASSERT_TRUE(atomic_load(&q[3]->fast.stock));
 	for (i = 0; i < FK_QPS; i++)
 		destroy(q[i]);
 	sverbs_cq_destroy(scq);
@@ -190,7 +190,7 @@ static void test_pt_memory(void)
 		qps[i].send_cq = fk_cq();
 		q[i] = mkqp(&qps[i], 256);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(q[i]);
-		CU_ASSERT_TRUE(atomic_load(&q[i]->pt));
+		CU_ASSERT_TRUE(atomic_load(&q[i]->fast.pt));
 	}
 	after = mallinfo2();
 	per_qp = (after.uordblks - before.uordblks) / NQP;
@@ -227,8 +227,8 @@ static void test_pt_leave_enomem(void)
 	if (bad)
 		CU_ASSERT_EQUAL(bad->wr_id, 1);
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 0);
-	CU_ASSERT_TRUE(atomic_load(&q->pt));
-	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 0);
+	CU_ASSERT_TRUE(atomic_load(&q->fast.pt));
+	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 0);
 	/* pass-through goes on */
 	CU_ASSERT_EQUAL(post1(q, 2, 0, &bad), 0);
 	fk_complete(0, -1);
@@ -270,7 +270,7 @@ static void test_pt_leave_in_ex_poll(void)
 	CU_ASSERT_EQUAL(post1(q, 2, SVERBS_PRIO(1), &bad), 0);
 	CU_ASSERT_EQUAL(cx->next_poll(cx), ENOENT);
 	cx->end_poll(cx);
-	CU_ASSERT_FALSE(atomic_load(&q->pt));
+	CU_ASSERT_FALSE(atomic_load(&q->fast.pt));
 	CU_ASSERT_EQUAL(scq->nqp, 1);
 	fk_complete(0, -1);
 	CU_ASSERT_EQUAL(cx->start_poll(cx, &pa), 0);

@@ -479,6 +479,53 @@ static void test_window_bound(void)
 }
 
 /*
+ * window_signals: a WRITE of 8 slices, completed one WQE at a time (a
+ * serial wire).  2 (the default): each slice signaled, a doorbell per
+ * slice; 1: one signaled WQE per window of 2 slices, the window refilled
+ * with one chain (one doorbell) when it drains.  Either way the WR
+ * completes once, and the bytes in flight stay within the window.
+ */
+static void window_signals_run(uint32_t signals, int *sig, int *rings)
+{
+	struct ibv_wc wc[4];
+	int i, n = 0, db0;
+
+	cfg_default();
+	cfg.window_signals = signals;
+	setup(64);
+	mkqp(0, 64, false);
+	db0 = fk->doorbells;
+	post(sqp[0], 9, IBV_WR_RDMA_WRITE, 8 * SL, IBV_SEND_SIGNALED);
+	while (sqp[0]->queued || fk_outstanding(0)) {
+		CU_ASSERT(fk->sq[0].out_bytes <= 2 * SL);
+		check_progress(sqp[0]);
+		fk_complete(0, 1);
+		n += poll_all(wc + n, 4 - n);
+	}
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 9);
+	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 8);
+	*sig = 0;
+	for (i = 0; i < fk->sq[0].posted; i++)
+		*sig += fk_wqe(0, i)->signaled;
+	*rings = fk->doorbells - db0;
+	teardown();
+}
+
+static void test_window_signals(void)
+{
+	int sig, rings;
+
+	window_signals_run(2, &sig, &rings);
+	CU_ASSERT_EQUAL(sig, 8);
+	CU_ASSERT_EQUAL(rings, 7); /* the first two slices, then one each */
+	window_signals_run(1, &sig, &rings);
+	CU_ASSERT_EQUAL(sig, 4);
+	CU_ASSERT_EQUAL(rings, 4);
+}
+
+/*
  * The window shrinks (the adaptive slice fell) below the unsignaled tail an
  * earlier round left in flight: a WR posted then must still go out, with a
  * signaled WQE that retires the tail, not wait for a completion nothing in
@@ -1964,8 +2011,8 @@ static void test_pt_untouched(void)
 	int i, n, db;
 
 	pt_setup(16);
-	CU_ASSERT_TRUE(atomic_load(&sqp[0]->pt));
-	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 0);
+	CU_ASSERT_TRUE(atomic_load(&sqp[0]->fast.pt));
+	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 0);
 	for (i = 0; i < 3; i++) {
 		wr[i].wr_id = 10 + i;
 		wr[i].sg_list = &sge;
@@ -2033,8 +2080,8 @@ static void test_pt_leave(void)
 	CU_ASSERT_EQUAL(post(sqp[0], 6, IBV_WR_SEND, 8,
 			     SVERBS_PRIO(3) | IBV_SEND_SIGNALED),
 			0);
-	CU_ASSERT_FALSE(atomic_load(&sqp[0]->pt));
-	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 1);
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->fast.pt));
+	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 1);
 	CU_ASSERT_TRUE(sqp[0]->pt_inflight);
 	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 5);
 	w = fk_wqe(0, 4);
@@ -2087,7 +2134,7 @@ static void test_pt_leave_refused(void)
 	wr.send_flags = SVERBS_PRIO(1) | IBV_SEND_SIGNALED;
 	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], &wr, &bad), EINVAL);
 	CU_ASSERT_PTR_EQUAL(bad, &wr);
-	CU_ASSERT_FALSE(atomic_load(&sqp[0]->pt));
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->fast.pt));
 	CU_ASSERT_FALSE(sqp[0]->scheduled);
 	CU_ASSERT_EQUAL(post(sqp[0], 3, IBV_WR_SEND, 8, 0), 0);
 	CU_ASSERT_EQUAL(post(sqp[0], 4, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
@@ -2126,7 +2173,7 @@ static void test_pt_leave_sq_full(void)
 	CU_ASSERT_PTR_EQUAL(bad, &wr);
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 8);
 	CU_ASSERT(sqp[0]->queued == 0 && sqp[0]->nfree == 8);
-	CU_ASSERT_FALSE(atomic_load(&sqp[0]->pt));
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->fast.pt));
 	fk_complete(0, 8); /* unsignaled: no completion to see */
 	CU_ASSERT_EQUAL(poll_all(wc, 32), 0);
 	wr.wr_id = 9;
@@ -2163,7 +2210,7 @@ static void test_pt_fast_poll_race(void)
 	check_no_internal(wc, n);
 	CU_ASSERT(wc[0].wr_id == 20 && wc[1].wr_id == 21);
 	CU_ASSERT(wc[1].opcode == IBV_WC_SEND && wc[1].byte_len == 8);
-	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 1);
+	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 1);
 	teardown();
 }
 
@@ -2194,23 +2241,25 @@ static void test_pt_config(void)
 				  scq, &a, &cfg);
 	mkqp(5, 8, false);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(sqp[4]);
-	CU_ASSERT(atomic_load(&sqp[0]->pt) && atomic_load(&sqp[5]->pt));
-	CU_ASSERT(!atomic_load(&sqp[1]->pt) && !atomic_load(&sqp[2]->pt) &&
-		  !atomic_load(&sqp[3]->pt));
-	CU_ASSERT(atomic_load(&sqp[4]->pt)); /* ibv_wr_* too */
-	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 3);
+	CU_ASSERT(atomic_load(&sqp[0]->fast.pt) &&
+		  atomic_load(&sqp[5]->fast.pt));
+	CU_ASSERT(!atomic_load(&sqp[1]->fast.pt) &&
+		  !atomic_load(&sqp[2]->fast.pt) &&
+		  !atomic_load(&sqp[3]->fast.pt));
+	CU_ASSERT(atomic_load(&sqp[4]->fast.pt)); /* ibv_wr_* too */
+	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 3);
 	/* destroying a pass-through QP leaves no grave, no backlog */
 	CU_ASSERT_EQUAL(post(sqp[5], 1, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
 	sverbs_qp_destroy_pre(sqp[5]);
 	sverbs_qp_destroy_post(sqp[5], 0);
 	sqp[5] = NULL;
 	CU_ASSERT_EQUAL(scq->nstale, 0);
-	CU_ASSERT_FALSE(atomic_load(&scq->backlog));
+	CU_ASSERT_FALSE(atomic_load(&scq->fast.backlog));
 	/* destroying the others brings the CQ back to the fast path */
 	sverbs_qp_destroy_pre(sqp[1]);
 	sverbs_qp_destroy_post(sqp[1], 0);
 	sqp[1] = NULL;
-	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 2);
+	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 2);
 	teardown();
 }
 
@@ -2244,7 +2293,7 @@ static void test_pt_wr_api(void)
 		sqp[0], qx, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND));
 	CU_ASSERT_TRUE_FATAL(
 		sverbs_qp_install_wr_ops(sqp[1], qy, IBV_QP_EX_WITH_SEND));
-	CU_ASSERT_TRUE(atomic_load(&sqp[0]->pt));
+	CU_ASSERT_TRUE(atomic_load(&sqp[0]->fast.pt));
 	ibv_wr_start(qx);
 	qx->wr_id = 1;
 	qx->wr_flags = 0;
@@ -2272,16 +2321,16 @@ static void test_pt_wr_api(void)
 	ibv_wr_start(qy);
 	pt_wr_send(qy, 30, IBV_SEND_SIGNALED);
 	CU_ASSERT_EQUAL(ibv_wr_complete(qy), 0);
-	CU_ASSERT_FALSE(atomic_load(&sqp[1]->pt));
+	CU_ASSERT_FALSE(atomic_load(&sqp[1]->fast.pt));
 	CU_ASSERT(fk->sq[1].posted == 1 &&
 		  sv_qp_owns(sqp[1], fk_wqe(1, 0)->wr.wr_id));
 	/* the batch with the stated priority: no bits, then no pass-through */
-	CU_ASSERT_TRUE(atomic_load(&sqp[0]->pt));
+	CU_ASSERT_TRUE(atomic_load(&sqp[0]->fast.pt));
 	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
 	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 3);
 	CU_ASSERT_EQUAL(fk_wqe(0, 2)->wr.wr_id, 3);
 	CU_ASSERT_EQUAL(fk->leaks, 0);
-	CU_ASSERT_FALSE(atomic_load(&sqp[0]->pt));
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->fast.pt));
 	/* from now on the layer's batches: internal wr_ids */
 	ibv_wr_start(qx);
 	pt_wr_send(qx, 4, IBV_SEND_SIGNALED | SVERBS_PRIO(2));
@@ -2346,8 +2395,8 @@ static void test_pt_random(void)
 	}
 	for (i = 0; i < (int)id; i++)
 		CU_ASSERT_EQUAL(count[i], sig[i] ? 1 : 0);
-	CU_ASSERT_FALSE(atomic_load(&sqp[0]->pt));
-	CU_ASSERT_TRUE(atomic_load(&sqp[1]->pt));
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->fast.pt));
+	CU_ASSERT_TRUE(atomic_load(&sqp[1]->fast.pt));
 	CU_ASSERT_EQUAL(sqp[0]->nfree, 32);
 	CU_ASSERT_EQUAL(fk->leaks, 0);
 	CU_ASSERT_FALSE(fk->cq_overflow);
@@ -2902,8 +2951,8 @@ static void test_stale_expires(void)
 	CU_ASSERT(wc[0].wr_id == 1 && wc[0].status == IBV_WC_WR_FLUSH_ERR);
 	CU_ASSERT_EQUAL(fk->cq_n, 0);
 	CU_ASSERT_EQUAL(scq->nstale, 0);
-	CU_ASSERT_FALSE(atomic_load(&scq->backlog));
-	CU_ASSERT_EQUAL(atomic_load(&scq->layered), 0);
+	CU_ASSERT_FALSE(atomic_load(&scq->fast.backlog));
+	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 0);
 	teardown();
 }
 
@@ -3064,6 +3113,7 @@ int main(void)
 		{ "prio completion order", test_prio_completion_order },
 		{ "prio policy", test_prio_policy },
 		{ "window bound", test_window_bound },
+		{ "window_signals: one CQE per window", test_window_signals },
 		{ "window shrinks below an unsignaled tail",
 		  test_window_shrink_unsignaled_tail },
 		{ "depth bound", test_depth_bound },

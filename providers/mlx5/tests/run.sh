@@ -15,5 +15,8 @@ if [ ! -x "$bin" ]; then
 	echo "run.sh: $bin was not built (is CUnit installed? see rdma-core's configure.log)" >&2
 	exit 1
 fi
-# (the test sets its own SVERBS_* configuration and drops the caller's)
-exec "$bin"
+# (the test sets its own SVERBS_* configuration and drops the caller's;
+# --glue: the context's entry points in pass-through, its own process for
+# its own configuration)
+"$bin"
+exec "$bin" --glue

@@ -29,6 +29,7 @@
 
 #include "mlx5.h"
 #include "wqe.h"
+#include "sverbs_fast.h"
 #include "sverbs_mlx5.h"
 #include "sverbs_sched.h"
 
@@ -768,14 +769,14 @@ static void test_blueflame(void)
  * must be where it sits; a signaled one produces a requester CQE (opcode,
  * QP number, WQE counter) with the owner bit of the CQ's current pass.
  */
-static void hw_run(void)
+static void hw_run_n(uint32_t max)
 {
 	uint32_t prod = be32toh(f.qp_db[MLX5_SND_DBR]);
 	struct mlx5_cqe64 *cqe, tmp;
 	struct mlx5_wqe_ctrl_seg *c;
 	uint32_t op_idx;
 
-	while ((f.hw_sq & 0xffff) != prod) {
+	for (; max && (f.hw_sq & 0xffff) != prod; max--) {
 		c = ctrl_at(f.hw_sq);
 		op_idx = be32toh(c->opmod_idx_opcode);
 		CU_ASSERT_EQUAL_FATAL((op_idx >> 8) & 0xffff, f.hw_sq & 0xffff);
@@ -800,6 +801,11 @@ static void hw_run(void)
 		}
 		f.hw_sq += bbs_of(f.hw_sq);
 	}
+}
+
+static void hw_run(void)
+{
+	hw_run_n(UINT32_MAX);
 }
 
 static int poll_all(struct ibv_wc *wc, int max)
@@ -991,10 +997,87 @@ static void test_completions_wrap(void)
 	teardown();
 }
 
+/* ------------------------------------------------------------ the glue */
+
+/*
+ * test_mlx5_adapter --glue: the context's entry points (mlx5_sv_ops()) with
+ * the QP in pass-through (the default configuration): they hand the
+ * application's WRs to mlx5_post_send as they are and poll with
+ * mlx5_poll_cq, until a WR states a priority: that one leaves pass-through
+ * (the layer's queue, an internal wr_id at the hardware) and its
+ * completion comes back with the application's wr_id.
+ */
+static bool glue_pt(void)
+{
+	return atomic_load(&((struct sverbs_qp_fast *)f.qp->sv)->pt);
+}
+
+static void test_glue_passthrough(void)
+{
+	const struct verbs_context_ops *ops = mlx5_sv_ops();
+	struct ibv_qp *qp;
+	struct ibv_send_wr wr[2], *bad = NULL;
+	struct ibv_sge sge[2];
+	struct ibv_wc wc[4];
+
+	setup(false, false);
+	reset_rec();
+	qp = &f.qp->verbs_qp.qp;
+	CU_ASSERT_TRUE_FATAL(glue_pt());
+	mkwr(&wr[0], &sge[0], 11, IBV_WR_RDMA_WRITE, 64, 0);
+	mkwr(&wr[1], &sge[1], 12, IBV_WR_RDMA_WRITE, 64, IBV_SEND_SIGNALED);
+	wr[0].next = &wr[1];
+	CU_ASSERT_EQUAL_FATAL(ops->post_send(qp, wr, &bad), 0);
+	/* the application's chain itself: one call, its wr_ids */
+	CU_ASSERT_EQUAL(rec.calls, 1);
+	CU_ASSERT_EQUAL(rec.n, 2);
+	CU_ASSERT_EQUAL(rec.w[0].wr.wr_id, 11);
+	CU_ASSERT_EQUAL(rec.w[1].wr.wr_id, 12);
+	hw_run();
+	CU_ASSERT_EQUAL_FATAL(ops->poll_cq(ibcq(), 4, wc), 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 12);
+	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
+	CU_ASSERT_TRUE(glue_pt());
+
+	/* a stated priority: the queue, from now on */
+	mkwr(&wr[0], &sge[0], 77, IBV_WR_RDMA_WRITE, 64,
+	     SVERBS_PRIO(3) | IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL_FATAL(ops->post_send(qp, wr, &bad), 0);
+	CU_ASSERT_FALSE(glue_pt());
+	CU_ASSERT_EQUAL_FATAL(rec.n, 3);
+	CU_ASSERT_NOT_EQUAL(rec.w[2].wr.wr_id, 77); /* internal */
+	hw_run();
+	CU_ASSERT_EQUAL_FATAL(ops->poll_cq(ibcq(), 4, wc), 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 77);
+	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(ops->poll_cq(ibcq(), 4, wc), 0);
+	teardown();
+}
+
+static int glue_main(void)
+{
+	unsigned int fails;
+	CU_pSuite s;
+
+	setenv("SVERBS_SLICE_ALWAYS", "0", 1);
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("mlx5 glue", NULL, NULL);
+	if (!s || !CU_add_test(s, "glue: pass-through, then a priority leaves",
+			       test_glue_passthrough))
+		return 1;
+	CU_basic_set_mode(CU_BRM_VERBOSE);
+	CU_basic_run_tests();
+	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+	CU_cleanup_registry();
+	return fails ? 1 : 0;
+}
+
 /* ------------------------------------------------------------ counting */
 
 /*
- * test_mlx5_adapter --count MODE PATTERN N: no test, the instructions the
+ * test_mlx5_adapter --count MODE PATTERN N [SLICE_BYTES [WINDOW_SLICES
+ * [WINDOW_SIGNALS]]] (default 4096, 2, 2): no test, the instructions the
  * provider and the layer spend per WR, counted by callgrind
  * (perf/run-insns.sh: --toggle-collect='insn_*', so the fake HCA is not
  * counted).  MODE: stock (mlx5_post_send / mlx5_poll_cq on the QP, as a
@@ -1005,32 +1088,47 @@ static void test_completions_wrap(void)
  * list16 (the same 16 WRs in one post call: --post_list 16) or
  * mib (one signaled 1 MiB WRITE, SVERBS_PRIO(7) through the layer: 4 KiB
  * slices, the default window of 2; the HCA runs and the CQ is polled until
- * it completes).  Each post goes
- * through insn_post(), each poll through insn_poll(); the glue's
- * dispatch in front of them (one load and test) is not counted.
+ * it completes) or mib1 (the same, the HCA executing one WQE between two
+ * polls: a serial wire, completions one by one, as on rxe).  Each post goes
+ * through insn_post(), each poll through insn_poll(), which call the entry
+ * point ibv_post_send() / ibv_poll_cq() would reach through the context's ops:
+ * stock mlx5_post_send / mlx5_poll_cq, or the layer's glue (mlx5_sv_ops()),
+ * whose dispatch is counted.  Both through a function pointer, as
+ * ibv_post_send() calls them.
  */
-static bool count_stock;
+static int (*count_post)(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad);
+static int (*count_poll)(struct ibv_cq *cq, int ne, struct ibv_wc *wc);
 
 static __attribute__((noinline)) int insn_post(struct ibv_send_wr *wr)
 {
 	struct ibv_send_wr *bad = NULL;
 
-	if (count_stock)
-		return mlx5_post_send(&f.qp->verbs_qp.qp, wr, &bad);
-	return sverbs_post_send(f.qp->sv, wr, &bad);
+	return count_post(&f.qp->verbs_qp.qp, wr, &bad);
 }
 
 static __attribute__((noinline)) int insn_poll(struct ibv_wc *wc, int ne)
 {
-	if (count_stock)
-		return mlx5_poll_cq(ibcq(), ne, wc);
-	return sverbs_poll_cq(f.cq->sv, ne, wc);
+	return count_poll(ibcq(), ne, wc);
 }
+
+static struct {
+	const char *mode, *pattern;
+	/* NULL: 4096, 2 and 2 (the default window and its signals) */
+	const char *slice, *window, *signals;
+	long n;
+	int rc;
+} count_arg;
 
 static int count_env(const char *mode)
 {
 	setenv("SVERBS_SLICE_ALWAYS", "0", 1);
-	setenv("SVERBS_WINDOW_SLICES", "2", 1); /* the default */
+	setenv("SVERBS_SLICE_BYTES", count_arg.slice ? count_arg.slice : "4096",
+	       1);
+	setenv("SVERBS_WINDOW_SLICES",
+	       count_arg.window ? count_arg.window : "2", 1);
+	setenv("SVERBS_WINDOW_SIGNALS",
+	       count_arg.signals ? count_arg.signals : "2", 1);
 	if (!strcmp(mode, "stock") || !strcmp(mode, "pt"))
 		return 0;
 	if (!strcmp(mode, "queue")) {
@@ -1044,18 +1142,13 @@ static int count_env(const char *mode)
 	return -1;
 }
 
-static struct {
-	const char *mode, *pattern;
-	long n;
-	int rc;
-} count_arg;
-
 /* A CUnit test, for the fakes' assertions: count_arg.rc says how it went. */
 static void count_run(void)
 {
 	const char *mode = count_arg.mode, *pattern = count_arg.pattern;
 	long n = count_arg.n;
-	bool mib = !strcmp(pattern, "mib");
+	bool mib1 = !strcmp(pattern, "mib1");
+	bool mib = mib1 || !strcmp(pattern, "mib");
 	uint32_t len = mib ? 1u << 20 : 64;
 	unsigned int flags = mib && strcmp(mode, "stock") ? SVERBS_PRIO(7) : 0;
 	bool list = !strcmp(pattern, "list16");
@@ -1064,16 +1157,23 @@ static void count_run(void)
 	struct ibv_sge sge[16];
 	struct ibv_wc wc[16];
 	long i, got;
-	int k, r;
+	int k, r, cqes;
 
 	if (count_env(mode) || (burst == 1 && !mib && strcmp(pattern, "lat")) ||
 	    n <= 0) {
 		fprintf(stderr, "usage: --count stock|pt|queue|budget "
-				"lat|burst16|list16|mib N\n");
+				"lat|burst16|list16|mib|mib1 N [SLICE_BYTES "
+				"[WINDOW_SLICES [WINDOW_SIGNALS]]]\n");
 		count_arg.rc = 2;
 		return;
 	}
-	count_stock = !strcmp(mode, "stock");
+	if (!strcmp(mode, "stock")) {
+		count_post = mlx5_post_send;
+		count_poll = mlx5_poll_cq;
+	} else {
+		count_post = mlx5_sv_ops()->post_send;
+		count_poll = mlx5_sv_ops()->poll_cq;
+	}
 	rec.count = true;
 	setup(false, false);
 	for (i = 0; i < n; i++) {
@@ -1097,7 +1197,7 @@ static void count_run(void)
 				count_arg.rc = 1;
 				return;
 			}
-			hw_run();
+			hw_run_n(mib1 ? 1 : UINT32_MAX);
 			got = insn_poll(wc, 16);
 			if (got < 0 ||
 			    (got && wc[0].status != IBV_WC_SUCCESS)) {
@@ -1107,19 +1207,23 @@ static void count_run(void)
 			}
 		}
 	}
+	cqes = f.hw_cqes;
 	teardown();
-	printf("count %s %s %ld WRs %d doorbells\n", mode, pattern, n * burst,
-	       rec.calls);
+	printf("count %s %s %ld WRs %d doorbells %d cqes\n", mode, pattern,
+	       n * burst, rec.calls, cqes);
 }
 
-static int count_main(const char *mode, const char *pattern, long n)
+static int count_main(int argc, char **argv)
 {
 	unsigned int fails;
 	CU_pSuite s;
 
-	count_arg.mode = mode;
-	count_arg.pattern = pattern;
-	count_arg.n = n;
+	count_arg.mode = argv[2];
+	count_arg.pattern = argv[3];
+	count_arg.n = atol(argv[4]);
+	count_arg.slice = argc > 5 ? argv[5] : NULL;
+	count_arg.window = argc > 6 ? argv[6] : NULL;
+	count_arg.signals = argc > 7 ? argv[7] : NULL;
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
 	s = CU_add_suite("count", NULL, NULL);
@@ -1196,8 +1300,10 @@ int main(int argc, char **argv)
 	unsigned int i, fails;
 
 	config_env();
-	if (argc == 5 && !strcmp(argv[1], "--count"))
-		return count_main(argv[2], argv[3], atol(argv[4]));
+	if (argc >= 5 && argc <= 8 && !strcmp(argv[1], "--count"))
+		return count_main(argc, argv);
+	if (argc == 2 && !strcmp(argv[1], "--glue"))
+		return glue_main();
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
 	s = CU_add_suite("mlx5 adapter", NULL, NULL);

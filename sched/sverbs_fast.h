@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * The pass-through fast paths of post_send and poll_cq, inlined into each
+ * provider's entry points (common/sverbs_glue_ops.h).  C11 only (atomics):
+ * sverbs_sched.h, which C++ test and bench code includes, does not include
+ * this.
+ */
+#ifndef SVERBS_SVERBS_FAST_H
+#define SVERBS_SVERBS_FAST_H
+
+#include <stdatomic.h>
+
+#include "sverbs_sched.h"
+
+/*
+ * Pass-through fast paths.  The glue's post_send and poll_cq test these
+ * inline and, while the layer has nothing to do, call the provider's own
+ * function directly (common/sverbs_glue_ops.h): no call into sched/, no
+ * adapter function pointer.  They are the first member of struct
+ * sverbs_qp / struct sverbs_cq (sched/qp_int.h, cq_int.h, which own them),
+ * so a pointer to the object is one to them (C11 6.7.2.1).
+ */
+struct sverbs_qp_fast {
+	/*
+	 * pt: WRs go to the provider as the application posted them and
+	 * complete untouched (docs/semantics.md).  Read without the lock on
+	 * the post path; cleared once, under it, never set again.
+	 * stock: the QP's CQ had no headroom when it tried to leave
+	 * pass-through: it stays there, as a QP the layer does not manage
+	 * (set once, under the CQ lock).
+	 */
+	atomic_bool pt;
+	atomic_bool stock;
+};
+
+struct sverbs_cq_fast {
+	/*
+	 * While no registered QP has left pass-through (layered) and nothing
+	 * waits in the ready ring or the stale (backlog), a poll is the
+	 * provider's own.  ex: an extended CQ, always polled through sched/.
+	 */
+	atomic_uint layered;
+	atomic_bool backlog;
+	bool ex;
+};
+
+/* Whether a WR of the list states a priority. */
+static inline bool sverbs_list_states_prio(const struct ibv_send_wr *wr)
+{
+	for (; wr; wr = wr->next)
+		if (wr->send_flags & SVERBS_PRIO_MASK)
+			return true;
+	return false;
+}
+
+/*
+ * Whether a post of wr goes to the provider as it is (pass-through: no lock,
+ * no copy, the application's wr_ids): the QP's first WR that states a
+ * priority leaves pass-through (unless the QP stays stock).
+ */
+static inline bool sverbs_post_is_stock(const struct sverbs_qp *sqp,
+					const struct ibv_send_wr *wr)
+{
+	const struct sverbs_qp_fast *f = (const struct sverbs_qp_fast *)sqp;
+
+	return atomic_load_explicit(&f->pt, memory_order_acquire) &&
+	       (!sverbs_list_states_prio(wr) ||
+		atomic_load_explicit(&f->stock, memory_order_relaxed));
+}
+
+/* Whether a poll is the provider's own (see sverbs_poll_fixup()). */
+static inline bool sverbs_poll_is_stock(const struct sverbs_cq *scq)
+{
+	const struct sverbs_cq_fast *f = (const struct sverbs_cq_fast *)scq;
+
+	return !atomic_load_explicit(&f->layered, memory_order_relaxed) &&
+	       !atomic_load_explicit(&f->backlog, memory_order_relaxed) &&
+	       !f->ex;
+}
+
+/*
+ * After a provider's own poll that returned n: whether a QP on the CQ left
+ * pass-through meanwhile, so that any of the n may be one of its internal
+ * WQEs (a layer WQE is posted only after layered went up).
+ */
+static inline bool sverbs_poll_needs_fixup(const struct sverbs_cq *scq, int n)
+{
+	const struct sverbs_cq_fast *f = (const struct sverbs_cq_fast *)scq;
+
+	return n > 0 && atomic_load(&f->layered);
+}
+
+#endif /* SVERBS_SVERBS_FAST_H */
