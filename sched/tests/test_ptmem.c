@@ -169,6 +169,28 @@ static void test_pt_lockless_no_resize(void)
 	fk_fini();
 }
 
+/* QP i of an array of NQP fake QPs (beyond the fake's FK_QPS) */
+static struct sverbs_qp *mkqp_nth(struct ibv_qp *qps, int i, uint32_t cap)
+{
+	qps[i].context = &fk->ctx;
+	qps[i].qp_num = 0x1000 + (uint32_t)i;
+	qps[i].qp_type = IBV_QPT_RC;
+	qps[i].send_cq = fk_cq();
+	return mkqp(&qps[i], cap);
+}
+
+static void many_fini(struct ibv_qp *qps, struct sverbs_qp **q)
+{
+	int i;
+
+	for (i = 0; i < NQP; i++)
+		destroy(q[i]);
+	sverbs_cq_destroy(scq);
+	fk_fini();
+	free(q);
+	free(qps);
+}
+
 /* The layer's heap per QP in pass-through: under 1 KiB. */
 static void test_pt_memory(void)
 {
@@ -184,11 +206,7 @@ static void test_pt_memory(void)
 	setup(4096);
 	before = mallinfo2();
 	for (i = 0; i < NQP; i++) {
-		qps[i].context = &fk->ctx;
-		qps[i].qp_num = 0x1000 + (uint32_t)i;
-		qps[i].qp_type = IBV_QPT_RC;
-		qps[i].send_cq = fk_cq();
-		q[i] = mkqp(&qps[i], 256);
+		q[i] = mkqp_nth(qps, i, 256);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(q[i]);
 		CU_ASSERT_TRUE(atomic_load(&q[i]->pt));
 	}
@@ -199,12 +217,7 @@ static void test_pt_memory(void)
 	       per_qp, NQP);
 	CU_ASSERT(per_qp < 1024);
 	CU_ASSERT_EQUAL(fk->resize_calls, 0);
-	for (i = 0; i < NQP; i++)
-		destroy(q[i]);
-	sverbs_cq_destroy(scq);
-	fk_fini();
-	free(q);
-	free(qps);
+	many_fini(qps, q);
 }
 
 /*
@@ -337,11 +350,7 @@ static void test_ring_growth_geometric(void)
 	ring = scq->ready;
 	rcap = scq->rcap;
 	for (i = 0; i < NQP; i++) {
-		qps[i].context = &fk->ctx;
-		qps[i].qp_num = 0x1000 + (uint32_t)i;
-		qps[i].qp_type = IBV_QPT_RC;
-		qps[i].send_cq = fk_cq();
-		q[i] = mkqp(&qps[i], 64);
+		q[i] = mkqp_nth(qps, i, 64);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(q[i]);
 		if (scq->ready != ring || scq->rcap != rcap)
 			moves++;
@@ -355,12 +364,7 @@ static void test_ring_growth_geometric(void)
 	CU_ASSERT(scq->rcap >= scq->wr_capacity);
 	/* doubling: log2(64,000 / 256) + 1 = 9; linear: 1,000 */
 	CU_ASSERT(moves <= 16);
-	for (i = 0; i < NQP; i++)
-		destroy(q[i]);
-	sverbs_cq_destroy(scq);
-	fk_fini();
-	free(q);
-	free(qps);
+	many_fini(qps, q);
 }
 
 int main(void)
