@@ -229,6 +229,11 @@ static void tab_del(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 
 /* ------------------------------------------------------------ ready ring */
 
+/*
+ * At least cap entries.  A ring that must grow at least doubles: QPs
+ * register one by one, each adding its max_send_wr, and growing by exactly
+ * that reallocated and copied the ring at every registration (O(QPs^2)).
+ */
 static int ring_reserve(struct sverbs_cq *scq, uint32_t cap)
 {
 	struct ibv_wc *r;
@@ -236,6 +241,8 @@ static int ring_reserve(struct sverbs_cq *scq, uint32_t cap)
 
 	if (cap <= scq->rcap)
 		return 0;
+	if (scq->rcap && scq->rcap <= UINT32_MAX / 2 && cap < 2 * scq->rcap)
+		cap = 2 * scq->rcap;
 	r = calloc(cap, sizeof(*r));
 	if (!r)
 		return ENOMEM;

@@ -169,6 +169,28 @@ static void test_pt_lockless_no_resize(void)
 	fk_fini();
 }
 
+/* QP i of an array of NQP fake QPs (beyond the fake's FK_QPS) */
+static struct sverbs_qp *mkqp_nth(struct ibv_qp *qps, int i, uint32_t cap)
+{
+	qps[i].context = &fk->ctx;
+	qps[i].qp_num = 0x1000 + (uint32_t)i;
+	qps[i].qp_type = IBV_QPT_RC;
+	qps[i].send_cq = fk_cq();
+	return mkqp(&qps[i], cap);
+}
+
+static void many_fini(struct ibv_qp *qps, struct sverbs_qp **q)
+{
+	int i;
+
+	for (i = 0; i < NQP; i++)
+		destroy(q[i]);
+	sverbs_cq_destroy(scq);
+	fk_fini();
+	free(q);
+	free(qps);
+}
+
 /* The layer's heap per QP in pass-through: under 1 KiB. */
 static void test_pt_memory(void)
 {
@@ -184,11 +206,7 @@ static void test_pt_memory(void)
 	setup(4096);
 	before = mallinfo2();
 	for (i = 0; i < NQP; i++) {
-		qps[i].context = &fk->ctx;
-		qps[i].qp_num = 0x1000 + (uint32_t)i;
-		qps[i].qp_type = IBV_QPT_RC;
-		qps[i].send_cq = fk_cq();
-		q[i] = mkqp(&qps[i], 256);
+		q[i] = mkqp_nth(qps, i, 256);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(q[i]);
 		CU_ASSERT_TRUE(atomic_load(&q[i]->fast.pt));
 	}
@@ -199,12 +217,7 @@ static void test_pt_memory(void)
 	       per_qp, NQP);
 	CU_ASSERT(per_qp < 1024);
 	CU_ASSERT_EQUAL(fk->resize_calls, 0);
-	for (i = 0; i < NQP; i++)
-		destroy(q[i]);
-	sverbs_cq_destroy(scq);
-	fk_fini();
-	free(q);
-	free(qps);
+	many_fini(qps, q);
 }
 
 /*
@@ -313,6 +326,47 @@ static void test_cq_growth_linear(void)
 	fk_fini();
 }
 
+/*
+ * QPs that start out of pass-through (SVERBS_PASSTHROUGH=off) each add
+ * their max_send_wr to the ready ring's capacity.  The ring must grow
+ * geometrically: grown by exactly what each QP adds, it was reallocated
+ * and copied at every registration, O(QPs^2) bytes (10,000 QPs of 64:
+ * ~150 GB zeroed and copied; ptmem-10k's queue phase never finished).
+ * Counted, not timed: the reallocations while NQP QPs register.
+ */
+static void test_ring_growth_geometric(void)
+{
+	struct ibv_qp *qps = calloc(NQP, sizeof(*qps));
+	struct sverbs_qp **q = calloc(NQP, sizeof(*q));
+	struct ibv_wc *ring;
+	uint32_t rcap;
+	int i, moves = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(qps);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+	pt_cfg(4);
+	cfg.passthrough = false;
+	setup(256);
+	ring = scq->ready;
+	rcap = scq->rcap;
+	for (i = 0; i < NQP; i++) {
+		q[i] = mkqp_nth(qps, i, 64);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(q[i]);
+		if (scq->ready != ring || scq->rcap != rcap)
+			moves++;
+		ring = scq->ready;
+		rcap = scq->rcap;
+	}
+	printf("\n    %d QPs of 64 registered: %u QPs in the table, the ready "
+	       "ring (%u entries) reallocated %d times ",
+	       NQP, scq->nqp, scq->rcap, moves);
+	CU_ASSERT_EQUAL(scq->nqp, NQP);
+	CU_ASSERT(scq->rcap >= scq->wr_capacity);
+	/* doubling: log2(64,000 / 256) + 1 = 9; linear: 1,000 */
+	CU_ASSERT(moves <= 16);
+	many_fini(qps, q);
+}
+
 int main(void)
 {
 	static const struct fk_cu_test tests[] = {
@@ -328,6 +382,8 @@ int main(void)
 		  test_pt_leave_in_ex_poll },
 		{ "16.10 the CQ grows linearly with the QPs that register",
 		  test_cq_growth_linear },
+		{ "16.10 the ready ring grows geometrically with the QPs",
+		  test_ring_growth_geometric },
 	};
 
 	return fk_cu_run("ptmem", tests, sizeof(tests) / sizeof(tests[0]));

@@ -11,7 +11,13 @@
  * timed; ptmem-check.sh compares the figures of SVERBS=off and on (and the
  * system calls, under strace -c).
  *
- * Output (one line each, key=value): "ptmem create ..." and "ptmem leave ...".
+ * Output (one line each, key=value): "ptmem create ..." and "ptmem leave ...",
+ * and "ptmem smaps create|leave ..." (from /proc/self/smaps: the total and
+ * what grew per mapping).  RssAnon / RssFile of /proc/self/status are
+ * printed too but are not exact on the guest's 6.1 kernel: each thread
+ * caches its RSS counter updates (SPLIT_RSS_COUNTING) and pages the
+ * kernel inserts into a mapping (rxe's queues, vm_insert_page) reach the
+ * process's counters late; smaps walks the page tables.
  * Exit 0, or 1 with a message on any verbs failure or a bad completion.
  */
 #include <errno.h>
@@ -54,6 +60,95 @@ static long status_bytes(const char *name)
 			break;
 	fclose(f);
 	return kb * 1024;
+}
+
+/*
+ * /proc/self/smaps summed per mapped file ("[anon]" for anonymous
+ * mappings, "[heap]", the rxe queues' /dev/infiniband/uverbsN, the
+ * libraries): resident bytes and mappings, to say what RssFile is.
+ */
+#define MAPS 128
+struct maps {
+	int n;
+	char name[MAPS][96];
+	long rss[MAPS];
+	long vmas[MAPS];
+	long rss_total; /* exact, unlike /proc/self/status (below) */
+	long anon_total;
+};
+
+static int maps_slot(struct maps *m, const char *name)
+{
+	int i;
+
+	for (i = 0; i < m->n; i++)
+		if (!strcmp(m->name[i], name))
+			return i;
+	if (m->n == MAPS)
+		return MAPS - 1; /* the rest, counted together */
+	snprintf(m->name[m->n], sizeof(m->name[0]), "%s", name);
+	return m->n++;
+}
+
+static void maps_read(struct maps *m)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512], path[400];
+	int cur = -1;
+	long kb;
+
+	memset(m, 0, sizeof(*m));
+	if (!f)
+		rc_fail("/proc/self/smaps", errno);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		path[0] = '\0';
+		if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %399s", &lo, &hi,
+			   path) >= 2) {
+			cur = maps_slot(m, path[0] ? path : "[anon]");
+			m->vmas[cur]++;
+		} else if (cur >= 0 && sscanf(line, "Rss: %ld kB", &kb) == 1) {
+			m->rss[cur] += kb * 1024;
+			m->rss_total += kb * 1024;
+		} else if (sscanf(line, "Anonymous: %ld kB", &kb) == 1) {
+			m->anon_total += kb * 1024;
+		}
+	}
+	fclose(f);
+}
+
+/* "ptmem smaps PHASE" lines: what grew, per QP */
+static void maps_print(const char *phase, const struct maps *a,
+		       const struct maps *b, int nqp)
+{
+	int i, j;
+
+	if (!nqp)
+		return;
+	printf("ptmem smaps %s total rss_per_qp=%.1f anon_per_qp=%.1f "
+	       "file_per_qp=%.1f\n",
+	       phase, (double)(b->rss_total - a->rss_total) / nqp,
+	       (double)(b->anon_total - a->anon_total) / nqp,
+	       (double)(b->rss_total - b->anon_total - a->rss_total +
+			a->anon_total) /
+		       nqp);
+
+	for (j = 0; j < b->n; j++) {
+		long rss = b->rss[j], vmas = b->vmas[j];
+
+		for (i = 0; i < a->n; i++)
+			if (!strcmp(a->name[i], b->name[j])) {
+				rss -= a->rss[i];
+				vmas -= a->vmas[i];
+				break;
+			}
+		if (rss || vmas)
+			printf("ptmem smaps %s name=%s rss_per_qp=%.1f "
+			       "vmas_per_qp=%.2f\n",
+			       phase, b->name[j], (double)rss / nqp,
+			       (double)vmas / nqp);
+	}
 }
 
 /* bytes the process has malloc'ed (heap and mmap'ed chunks) */
@@ -113,6 +208,7 @@ int main(int argc, char **argv)
 	struct ibv_cq **cq, *tcq;
 	struct ibv_mr *mr, *rmr;
 	long r0, r1, r2, a0, a1, f0, f1, s0, s1, h0, h1;
+	static struct maps m0, m1;
 	int nqp, nleave, ncq, i;
 	void *buf, *rbuf;
 
@@ -151,6 +247,7 @@ int main(int argc, char **argv)
 	f0 = status_bytes("RssFile");
 	s0 = status_bytes("RssShmem");
 	h0 = heap_bytes();
+	maps_read(&m0);
 	for (i = 0; i < nqp; i++)
 		qp[i] = make_qp(&s, cq[i % ncq]);
 	r1 = rss_bytes();
@@ -160,19 +257,24 @@ int main(int argc, char **argv)
 	h1 = heap_bytes();
 	printf("ptmem create nqp=%d ncq=%d rss_before=%ld rss_after=%ld "
 	       "per_qp=%.1f anon_per_qp=%.1f file_per_qp=%.1f "
-	       "shmem_per_qp=%.1f heap_per_qp=%.1f\n",
+	       "shmem_per_qp=%.1f heap_per_qp=%.1f cq_cqe=%d\n",
 	       nqp, ncq, r0, r1, (double)(r1 - r0) / nqp,
 	       (double)(a1 - a0) / nqp, (double)(f1 - f0) / nqp,
-	       (double)(s1 - s0) / nqp, (double)(h1 - h0) / nqp);
+	       (double)(s1 - s0) / nqp, (double)(h1 - h0) / nqp, cq[0]->cqe);
+	maps_read(&m1);
+	maps_print("create", &m0, &m1, nqp);
 	for (i = 0; i < nleave; i++) {
 		peer[i] = make_qp(&t, tcq);
 		rc_connect(&s, qp[i], &t, peer[i]);
 		rc_connect(&t, peer[i], &s, qp[i]);
 	}
 	r1 = rss_bytes();
+	maps_read(&m0);
 	for (i = 0; i < nleave; i++)
 		write_prio(qp[i], cq[i % ncq], mr, rmr, 1000 + (uint64_t)i);
 	r2 = rss_bytes();
+	maps_read(&m1);
+	maps_print("leave", &m0, &m1, nleave);
 	printf("ptmem leave nleave=%d rss_before=%ld rss_after=%ld "
 	       "per_qp=%.1f\n",
 	       nleave, r1, r2, nleave ? (double)(r2 - r1) / nleave : 0.0);
