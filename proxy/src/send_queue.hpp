@@ -2,10 +2,11 @@
 //
 // Not every send WR asks for a completion: a WR is signaled when it is the N-th since the
 // last signaled one, when it must be (a control frame, a draining channel: the caller
-// forces it), or when the resources it holds run low (fewer than N send slots left after
-// it, or the send queue would hold N or fewer free entries).  An RC send queue completes in
-// order, so the completion of a signaled WR also completes every unsignaled WR posted before
-// it: `completed()` reclaims them all, oldest first, each exactly once.
+// forces it), when it holds staging-ring space (a WRITE: the ring is small, and a WRITE that
+// waits for ring space must find its release on the way), or when the slots run low (fewer
+// than N send slots left after it, or the send queue would hold N or fewer free entries).  An RC
+// send queue completes in order, so the completion of a signaled WR also completes every unsignaled
+// WR posted before it: `completed()` reclaims them all, oldest first, each exactly once.
 //
 // Invariants (tests/unit/test_credits.cpp, "send queue wraps"):
 //   * at most `depth` WRs are outstanding (posted, not yet reclaimed);
@@ -46,10 +47,12 @@ class SendQueue {
     // Unsignaled WRs with no signaled WR after them: only a later signaled WR reclaims them.
     bool tail_unsignaled() const { return !q_.empty() && !q_.back().signaled; }
     uint32_t signaled_outstanding() const { return signaled_out_; }
+    uint64_t next_seq() const { return next_seq_; }  // the next posted() returns this
 
-    // Must the next WR be signaled?  free_slots: send slots free after this post.
-    bool want_signal(bool force, size_t free_slots) const {
-        if (force || every_ <= 1) return true;
+    // Must the next WR be signaled?  free_slots: send slots free after this post;
+    // stage_units: staging-ring units it holds.
+    bool want_signal(bool force, size_t free_slots, uint64_t stage_units = 0) const {
+        if (force || every_ <= 1 || stage_units > 0) return true;
         if (run_ + 1 >= every_) return true;
         if (free_slots < every_) return true;
         return depth_ - q_.size() <= every_;

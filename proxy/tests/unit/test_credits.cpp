@@ -206,8 +206,8 @@ void test_ring_reclaimer_matches_allocator() {
 
 // A simulated RC send queue: WRs execute in order; only signaled ones produce a completion,
 // which the owner polls some time later.  Posts mix slot SENDs, inline SENDs (no slot) and
-// WRITEs (staging units), some forced signaled (control frames).  The queue wraps over a
-// thousand times.  Every WR is reclaimed exactly once, in posting order, with what it held;
+// WRITEs (staging units from a small ring), some forced signaled (control frames).  The queue wraps
+// over a thousand times.  Every WR is reclaimed exactly once, in posting order, with what it held;
 // every signaled WR completes exactly once; at most `depth` WRs are outstanding; and
 // whenever a post has to wait (no slot, queue full) a signaled WR is on its way to free
 // room -- unsignaled WRs never hold the last resources.
@@ -215,6 +215,7 @@ void test_ring_reclaimer_matches_allocator() {
 uint64_t simulate_send_queue(uint32_t nslots, uint32_t depth, uint32_t every, uint64_t& posted) {
     SendQueue sq;
     sq.reset(depth, every);
+    const uint64_t stage_cap = 12;  // staging-ring units (a WRITE holds 1-5)
     std::mt19937 rng(17);
     std::vector<uint32_t> free_slots;
     for (uint32_t i = 0; i < nslots; ++i) free_slots.push_back(i);
@@ -250,7 +251,12 @@ uint64_t simulate_send_queue(uint32_t nslots, uint32_t depth, uint32_t every, ui
             free_slots.pop_back();
         }
         uint64_t units = kind == 2 ? 1 + rng() % 5 : 0;
-        bool sig = sq.want_signal(force, free_slots.size());
+        if (units_out + units > stage_cap) {  // no staging-ring space: wait for a release
+            stalls++;
+            if (sq.signaled_outstanding() == 0) ok_progress = false;
+            return;
+        }
+        bool sig = sq.want_signal(force, free_slots.size(), units);
         uint64_t seq = sq.posted(slot, units, sig);
         if (first == 0) first = next_reclaim = seq;
         if (seq >= reclaimed.size()) {
@@ -329,11 +335,11 @@ uint64_t simulate_send_queue(uint32_t nslots, uint32_t depth, uint32_t every, ui
         n_signaled += signaled_seen[s];
     }
     CU_ASSERT(stalls > 0);  // the run did press on the limits
-    std::printf("\n    %u slots, depth %u, every %u: %llu WRs (%llu x the queue), %llu signaled, "
-                "%llu stalls ",
-                nslots, depth, every, (unsigned long long)posted,
-                (unsigned long long)(posted / depth), (unsigned long long)n_signaled,
-                (unsigned long long)stalls);
+    std::printf(
+        "\n    %u slots, depth %u, every %u: %llu WRs (%llu x the queue), %llu signaled, "
+        "%llu stalls ",
+        nslots, depth, every, (unsigned long long)posted, (unsigned long long)(posted / depth),
+        (unsigned long long)n_signaled, (unsigned long long)stalls);
     return n_signaled;
 }
 
