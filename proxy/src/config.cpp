@@ -271,6 +271,8 @@ void parse_into(const toml::table& root, Config& c) {
         ch.integer("reconnect_min_ms", c.channel.reconnect_min_ms, 1, 600000);
         ch.integer("reconnect_max_ms", c.channel.reconnect_max_ms, 1, 600000);
         ch.integer("heartbeat_ms", c.channel.heartbeat_ms, 10, 600000);
+        ch.integer("rdma_signal_every", c.channel.rdma_signal_every, 1, 1024);
+        ch.size("rdma_inline_bytes", c.channel.rdma_inline_bytes, 0, 4096);
         ch.finish();
         if (c.channel.reconnect_max_ms < c.channel.reconnect_min_ms)
             ch.fail_here("[channel] reconnect_max_ms must be >= reconnect_min_ms");

@@ -45,7 +45,9 @@ struct ChannelConfig {
     int64_t connect_timeout_ms = 1000;
     int64_t reconnect_min_ms = 50;
     int64_t reconnect_max_ms = 2000;
-    int64_t heartbeat_ms = 1000;  // PING when idle; peer lost after 3 missed
+    int64_t heartbeat_ms = 1000;       // PING when idle; peer lost after 3 missed
+    uint32_t rdma_signal_every = 16;   // RDMA: one send WR in N asks for a completion (1: all)
+    uint32_t rdma_inline_bytes = 256;  // RDMA: frames up to this size go inline (0: never)
 };
 
 struct UpstreamConfig {

@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "transport.hpp"
+
 namespace sv {
 
 MetricsRegistry& metrics_registry() {
@@ -269,6 +271,28 @@ std::string MetricsRegistry::render() const {
             {"sverbs_proxy_channel_large_frames_total", "counter",
              "Frames sent by RDMA WRITE WITH IMM.",
              [](const ChannelMetrics& c) { return c.large_frames.get(); }},
+            {"sverbs_proxy_channel_send_posts_total", "counter",
+             "RDMA: ibv_post_send calls (a system call each on rxe).",
+             [](const ChannelMetrics& c) { return c.send_posts.get(); }},
+            {"sverbs_proxy_channel_signaled_total", "counter",
+             "RDMA: send WRs that asked for a completion.",
+             [](const ChannelMetrics& c) { return c.signaled.get(); }},
+            {"sverbs_proxy_channel_inline_total", "counter",
+             "RDMA: SENDs posted inline (not copied into a registered send slot).",
+             [](const ChannelMetrics& c) { return c.inline_sends.get(); }},
+            {"sverbs_proxy_channel_copies_total", "counter",
+             "RDMA: frames copied into registered send memory.",
+             [](const ChannelMetrics& c) { return c.copies.get(); }},
+            {"sverbs_proxy_channel_copied_bytes_total", "counter",
+             "RDMA: bytes copied into registered send memory.",
+             [](const ChannelMetrics& c) { return c.copied_bytes.get(); }},
+            {"sverbs_proxy_channel_recv_posts_total", "counter", "RDMA: ibv_post_recv calls.",
+             [](const ChannelMetrics& c) { return c.recv_posts.get(); }},
+            {"sverbs_proxy_channel_cq_polls_total", "counter", "RDMA: ibv_poll_cq calls.",
+             [](const ChannelMetrics& c) { return c.cq_polls.get(); }},
+            {"sverbs_proxy_channel_cq_events_total", "counter",
+             "RDMA: completion-channel wake-ups (a read and an ibv_req_notify_cq each).",
+             [](const ChannelMetrics& c) { return c.cq_events.get(); }},
         };
         for (auto& d : defs) {
             o += fmt::format("# HELP {} {}\n# TYPE {} {}\n", d.name, d.help, d.name, d.type);
@@ -280,6 +304,26 @@ std::string MetricsRegistry::render() const {
         }
     }
     return o;
+}
+
+void ChannelMetrics::store(const ChannelStats& s) {
+    constexpr auto r = std::memory_order_relaxed;
+    bytes_tx.v.store(s.bytes_tx, r);
+    bytes_rx.v.store(s.bytes_rx, r);
+    frames_tx.v.store(s.frames_tx, r);
+    frames_rx.v.store(s.frames_rx, r);
+    credit_stalls.v.store(s.credit_stalls, r);
+    connects.v.store(s.connects, r);
+    disconnects.v.store(s.disconnects, r);
+    large_frames.v.store(s.large_frames, r);
+    send_posts.v.store(s.send_posts, r);
+    signaled.v.store(s.signaled, r);
+    inline_sends.v.store(s.inline_sends, r);
+    copies.v.store(s.copies, r);
+    copied_bytes.v.store(s.copied_bytes, r);
+    recv_posts.v.store(s.recv_posts, r);
+    cq_polls.v.store(s.cq_polls, r);
+    cq_events.v.store(s.cq_events, r);
 }
 
 }  // namespace sv

@@ -69,12 +69,17 @@ struct UpstreamMetrics {
     Gauge priority;
 };
 
+struct ChannelStats;
+
 struct ChannelMetrics {
     std::string peer;
     std::string transport;
     Gauge up, credits_available, credits_owed;
     Counter bytes_tx, bytes_rx, frames_tx, frames_rx, credit_stalls, connects, disconnects,
         large_frames;
+    Counter send_posts, signaled, inline_sends, copies, copied_bytes, recv_posts, cq_polls,
+        cq_events;
+    void store(const ChannelStats& s);  // every counter from the channel's statistics
 };
 
 struct WorkerMetrics {

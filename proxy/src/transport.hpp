@@ -23,6 +23,34 @@ struct ChannelStats {
     uint64_t credit_stalls = 0;  // a data frame wanted to go but no credit was left
     uint64_t connects = 0, disconnects = 0;
     uint64_t large_frames = 0;  // RDMA: frames sent by WRITE_WITH_IMM
+    // RDMA data path: verbs calls and copies into registered memory (per request: divide by
+    // the requests; on rxe every post_send and every completion-channel read is a system call)
+    uint64_t send_posts = 0;                // ibv_post_send calls
+    uint64_t signaled = 0;                  // send WRs that asked for a completion
+    uint64_t inline_sends = 0;              // SENDs with IBV_SEND_INLINE (no copy into a send slot)
+    uint64_t copies = 0, copied_bytes = 0;  // frames memcpy'd into registered send memory
+    uint64_t recv_posts = 0;                // ibv_post_recv calls
+    uint64_t cq_polls = 0;                  // ibv_poll_cq calls
+    uint64_t cq_events = 0;  // completion-channel wake-ups (read + ibv_req_notify_cq)
+
+    void add(const ChannelStats& o) {
+        bytes_tx += o.bytes_tx;
+        bytes_rx += o.bytes_rx;
+        frames_tx += o.frames_tx;
+        frames_rx += o.frames_rx;
+        credit_stalls += o.credit_stalls;
+        connects += o.connects;
+        disconnects += o.disconnects;
+        large_frames += o.large_frames;
+        send_posts += o.send_posts;
+        signaled += o.signaled;
+        inline_sends += o.inline_sends;
+        copies += o.copies;
+        copied_bytes += o.copied_bytes;
+        recv_posts += o.recv_posts;
+        cq_polls += o.cq_polls;
+        cq_events += o.cq_events;
+    }
 };
 
 class ChannelEvents {
@@ -91,7 +119,7 @@ class Transport {
 struct TransportOptions {
     ChannelConfig channel;
     std::string local_name;
-    uint8_t role = 0;  // 1 ingress, 2 egress
+    uint8_t role = 0;    // 1 ingress, 2 egress
     int listen_fd = -1;  // TCP passive side: a listening socket passed by systemd (shared)
 };
 

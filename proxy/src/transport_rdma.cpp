@@ -8,6 +8,10 @@
 // Receive queue depth = credits + kControlReserve, so with the credit rule of
 // ChannelCore a SEND never finds the receive queue empty (no RNR).
 // Every WR carries the upstream's sverbs priority: send_flags |= SVERBS_PRIO(prio).
+// Frames up to rdma_inline_bytes (and the QP's max_inline_data) go inline: the provider
+// copies them into the WQE, no copy into a send slot.  One send WR in rdma_signal_every asks
+// for a completion (SendQueue: control frames, a draining channel and low send slots force
+// one); a completion reclaims every WR posted before it.
 // The verbs completion channel and the rdmacm event channel are polled by the worker's
 // io_uring (multishot poll), so one thread drives HTTP, TCP and RDMA.
 // RDMA has no SO_REUSEPORT: the workers of a process that listen on one address share one
@@ -35,6 +39,7 @@
 #include <random>
 
 #include "channel_fsm.hpp"
+#include "send_queue.hpp"
 #include "transport.hpp"
 #include "uring.hpp"
 
@@ -73,7 +78,7 @@ struct Region {
     }
 };
 
-enum class WrKind : uint64_t { Recv = 1, SendSlot = 2, Write = 3 };
+enum class WrKind : uint64_t { Recv = 1, Send = 2 };  // Send: index = SendQueue sequence
 inline uint64_t wr_id(WrKind k, uint64_t idx) {
     return (static_cast<uint64_t>(k) << 56) | idx;
 }
@@ -104,7 +109,9 @@ class RdmaChannel final : public ChannelFsm {
     void link_abort(const std::string& why) override { down(why); }
     void send_control(FrameType t) override;
     // One send slot stays free for control frames.
-    bool link_ready() const override { return free_slots_.size() > 1; }
+    bool link_ready() const override {
+        return free_slots_.size() > 1 && sq_.outstanding() + 1 < sq_.depth();
+    }
     Status link_hello(const Hello& h) override;
     std::optional<int64_t> link_tick_up(int64_t now) override;
 
@@ -115,6 +122,7 @@ class RdmaChannel final : public ChannelFsm {
     void post_recv(uint32_t idx);
     void handle_frame(const char* p, size_t n);
     void flush_pending_control();
+    void reclaim(const SendQueue::Entry& e);
     Status post(std::string_view frame, int prio, bool data);
     bool sends_outstanding() const;
     void maybe_disconnect(int64_t now);
@@ -132,7 +140,8 @@ class RdmaChannel final : public ChannelFsm {
     std::vector<uint32_t> free_slots_;
     RingAllocator peer_ring_;   // space in the peer's ring
     RingAllocator stage_ring_;  // local staging for WRITEs (freed on completion, FIFO)
-    std::deque<uint64_t> stage_units_;
+    SendQueue sq_;              // posted send WRs and what they hold, until reclaimed
+    uint32_t max_inline_ = 0;   // frames up to this size are posted inline
     RingReclaimer my_ring_;
     uint64_t peer_ring_addr_ = 0;
     uint32_t peer_ring_rkey_ = 0;
@@ -393,10 +402,18 @@ Status RdmaChannel::setup_resources(rdma_cm_id* id) {
     qa.qp_type = IBV_QPT_RC;
     qa.cap.max_send_wr = max_send;
     qa.cap.max_recv_wr = nslots_;
-    qa.cap.max_send_sge = 1;
+    qa.cap.max_send_sge = 2;  // inline: the header (our copy) and the payload
     qa.cap.max_recv_sge = 1;
-    if (rdma_create_qp(id_, pd_, &qa))
+    qa.cap.max_inline_data = c.rdma_inline_bytes;
+    if (rdma_create_qp(id_, pd_, &qa) && c.rdma_inline_bytes) {
+        qa.cap.max_inline_data = 0;  // a device without inline sends: copy every frame
+        if (rdma_create_qp(id_, pd_, &qa))
+            return make_error(fmt::format("rdma_create_qp: {}", std::strerror(errno)));
+    } else if (!id_->qp) {
         return make_error(fmt::format("rdma_create_qp: {}", std::strerror(errno)));
+    }
+    max_inline_ = std::min(qa.cap.max_inline_data, c.rdma_inline_bytes);
+    sq_.reset(max_send, c.rdma_signal_every);
     if (!recv_.alloc(pd_, static_cast<size_t>(nslots_) * slot_bytes_, IBV_ACCESS_LOCAL_WRITE) ||
         !send_.alloc(pd_, static_cast<size_t>(nslots_) * slot_bytes_, 0) ||
         !ring_.alloc(pd_, c.large_ring_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) ||
@@ -407,7 +424,6 @@ Status RdmaChannel::setup_resources(rdma_cm_id* id) {
     core_.reset(c.credits);
     my_ring_.reset(c.large_ring_bytes);
     stage_ring_.reset(c.large_ring_bytes);
-    stage_units_.clear();
     pending_ctl_.clear();
     hello_sent_ = false;
     for (uint32_t i = 0; i < nslots_; ++i) post_recv(i);
@@ -533,25 +549,41 @@ void RdmaChannel::post_recv(uint32_t idx) {
     wr.wr_id = wr_id(WrKind::Recv, idx);
     wr.sg_list = &sge;
     wr.num_sge = 1;
+    stats_.recv_posts++;
     ibv_post_recv(id_->qp, &wr, &bad);
 }
 
 Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
-    if (free_slots_.empty()) return make_error(Errc::NoCredit, "no send slot");
-    // Header fields owed to the peer are filled in our copy.
+    if (sq_.full()) return make_error(Errc::NoCredit, "send queue full");
+    const bool large = frame.size() > slot_bytes_;
+    const bool inl = !large && frame.size() <= max_inline_;
+    if (!large && !inl && free_slots_.empty()) return make_error(Errc::NoCredit, "no send slot");
+    // Header fields owed to the peer are filled in our copy (inline: of the header only).
+    char hdr[kFrameHeaderBytes];
     char* dst;
     ibv_send_wr wr{};
     ibv_send_wr* bad = nullptr;
-    ibv_sge sge{};
-    const bool large = frame.size() > slot_bytes_;
-    uint32_t slot = free_slots_.back();
-    if (!large) {
+    ibv_sge sge[2]{};
+    wr.num_sge = 1;
+    uint32_t slot = UINT32_MAX;
+    uint64_t units = 0;
+    if (inl) {
+        std::memcpy(hdr, frame.data(), kFrameHeaderBytes);
+        dst = hdr;
+        sge[0] = {reinterpret_cast<uintptr_t>(hdr), kFrameHeaderBytes, 0};
+        if (frame.size() > kFrameHeaderBytes) {
+            sge[1] = {reinterpret_cast<uintptr_t>(frame.data() + kFrameHeaderBytes),
+                      static_cast<uint32_t>(frame.size() - kFrameHeaderBytes), 0};
+            wr.num_sge = 2;
+        }
+        wr.opcode = IBV_WR_SEND;
+    } else if (!large) {
+        slot = free_slots_.back();
         dst = send_.p + static_cast<size_t>(slot) * slot_bytes_;
         std::memcpy(dst, frame.data(), frame.size());
-        sge = {reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(frame.size()),
-               send_.mr->lkey};
+        sge[0] = {reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(frame.size()),
+                  send_.mr->lkey};
         wr.opcode = IBV_WR_SEND;
-        wr.wr_id = wr_id(WrKind::SendSlot, slot);
     } else {
         if (!data) return make_error("control frame too large");
         if (!peer_ring_.can_alloc(frame.size()) || !stage_ring_.can_alloc(frame.size()))
@@ -561,27 +593,37 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
         const uint64_t used = stage_ring_.used_bytes();
         auto loff = stage_ring_.alloc(frame.size());
         // Freed on completion, with the wrap padding the allocation may have skipped.
-        stage_units_.push_back((stage_ring_.used_bytes() - used) / kRingUnit);
+        units = (stage_ring_.used_bytes() - used) / kRingUnit;
         dst = stage_.p + *loff;
         std::memcpy(dst, frame.data(), frame.size());
-        sge = {reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(frame.size()),
-               stage_.mr->lkey};
+        sge[0] = {reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(frame.size()),
+                  stage_.mr->lkey};
         wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
         wr.imm_data = htonl(static_cast<uint32_t>(*roff / kRingUnit));
         wr.wr.rdma.remote_addr = peer_ring_addr_ + *roff;
         wr.wr.rdma.rkey = peer_ring_rkey_;
-        wr.wr_id = wr_id(WrKind::Write, 0);
         stats_.large_frames++;
-        slot = UINT32_MAX;
     }
     if (!core_.prepare_outgoing(dst)) return make_error(Errc::NoCredit, "no credit");
     put_le<uint32_t>(dst + 16, my_ring_.take_units());
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED | SVERBS_PRIO(prio);
+    // Control frames and a draining channel's frames are signaled: close() waits for the
+    // completion of the last one, and unsignaled WRs are reclaimed only by a later one.
+    const bool sig = sq_.want_signal(!data || said_goodbye_ || shutting_down_,
+                                     free_slots_.size() - (slot != UINT32_MAX ? 1 : 0), units);
+    wr.wr_id = wr_id(WrKind::Send, sq_.next_seq());
+    wr.sg_list = sge;
+    wr.send_flags = (sig ? IBV_SEND_SIGNALED : 0) | (inl ? IBV_SEND_INLINE : 0) | SVERBS_PRIO(prio);
+    stats_.send_posts++;
     if (int rc = ibv_post_send(id_->qp, &wr, &bad); rc)
         return make_error(fmt::format("ibv_post_send: {}", std::strerror(rc)));
     if (slot != UINT32_MAX) free_slots_.pop_back();
+    sq_.posted(slot, units, sig);
+    stats_.signaled += sig;
+    stats_.inline_sends += inl;
+    if (!inl) {
+        stats_.copies++;
+        stats_.copied_bytes += frame.size();
+    }
     counted_tx(frame.size());
     return {};
 }
@@ -606,12 +648,6 @@ void RdmaChannel::send_control(FrameType t) {
         if (hello_sent_) return;
         hello_sent_ = true;
     }
-    if (free_slots_.empty()) {
-        // Every slot is waiting for its send completion: send it after the next poll.
-        if (std::find(pending_ctl_.begin(), pending_ctl_.end(), t) == pending_ctl_.end())
-            pending_ctl_.push_back(t);
-        return;
-    }
     std::string f;
     if (t == FrameType::Hello) {
         Hello h;
@@ -628,19 +664,36 @@ void RdmaChannel::send_control(FrameType t) {
         f.resize(kFrameHeaderBytes);
         encode_control(f.data(), t);
     }
+    if (sq_.full() || (f.size() > max_inline_ && free_slots_.empty())) {
+        // Every slot (or queue entry) is waiting for its send completion: send it after the
+        // next poll.
+        if (std::find(pending_ctl_.begin(), pending_ctl_.end(), t) == pending_ctl_.end())
+            pending_ctl_.push_back(t);
+        if (t == FrameType::Hello) hello_sent_ = false;
+        return;
+    }
     if (auto st = post(f, 0, false); !st) down("control send: " + st.error().message);
 }
 
 void RdmaChannel::flush_pending_control() {
-    while (!pending_ctl_.empty() && !free_slots_.empty() && cq_) {
+    while (!pending_ctl_.empty() && cq_) {
+        const size_t before = pending_ctl_.size();
         FrameType t = pending_ctl_.front();
         pending_ctl_.erase(pending_ctl_.begin());
         send_control(t);
+        if (pending_ctl_.size() >= before) break;  // still no room: after the next poll
     }
 }
 
+// A send WR is complete (its own signaled completion, or a later one's): give back what it
+// held.
+void RdmaChannel::reclaim(const SendQueue::Entry& e) {
+    if (e.slot != UINT32_MAX) free_slots_.push_back(e.slot);
+    if (e.stage_units) (void)stage_ring_.release_units(e.stage_units);
+}
+
 bool RdmaChannel::sends_outstanding() const {
-    return cq_ && (free_slots_.size() < nslots_ || !stage_units_.empty());
+    return cq_ && sq_.unreaped();
 }
 
 void RdmaChannel::close() {
@@ -673,10 +726,12 @@ void RdmaChannel::poll_cq() {
     while (ibv_get_cq_event(cc_, &ev_cq, &ctx) == 0) ++events;
     if (events) ibv_ack_cq_events(cq_, events);
     ibv_req_notify_cq(cq_, 0);
+    stats_.cq_events++;
     ibv_wc wc[32];
     bool could_send = can_send();
     for (int rounds = 0; rounds < 64 && cq_; ++rounds) {
         int n = ibv_poll_cq(cq_, 32, wc);
+        stats_.cq_polls++;
         if (n <= 0) break;
         for (int i = 0; i < n && cq_; ++i) {
             if (wc[i].status != IBV_WC_SUCCESS) {
@@ -686,13 +741,11 @@ void RdmaChannel::poll_cq() {
                 return;
             }
             switch (wr_kind(wc[i].wr_id)) {
-                case WrKind::SendSlot:
-                    free_slots_.push_back(static_cast<uint32_t>(wr_index(wc[i].wr_id)));
-                    break;
-                case WrKind::Write:
-                    if (!stage_units_.empty()) {
-                        (void)stage_ring_.release_units(stage_units_.front());
-                        stage_units_.pop_front();
+                case WrKind::Send:
+                    if (!sq_.completed(wr_index(wc[i].wr_id),
+                                       [this](const SendQueue::Entry& e) { reclaim(e); })) {
+                        down("send completion for no outstanding signaled WR");
+                        return;
                     }
                     break;
                 case WrKind::Recv: {

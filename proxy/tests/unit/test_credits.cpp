@@ -1,7 +1,13 @@
-// Credit accounting: windows, explicit-return threshold, protocol errors, RDMA ring.
+// Credit accounting: windows, explicit-return threshold, protocol errors, RDMA ring, RDMA
+// send queue with selective signaling.
+#include <deque>
+#include <random>
+#include <vector>
+
 #include "channel_core.hpp"
 #include "credits.hpp"
 #include "cunit_main.hpp"
+#include "send_queue.hpp"
 
 using namespace sv;
 
@@ -198,6 +204,169 @@ void test_ring_reclaimer_matches_allocator() {
     CU_ASSERT_FALSE(r.on_frame(128, 10).ok());  // not where the sender would put it
 }
 
+// A simulated RC send queue: WRs execute in order; only signaled ones produce a completion,
+// which the owner polls some time later.  Posts mix slot SENDs, inline SENDs (no slot) and
+// WRITEs (staging units from a small ring), some forced signaled (control frames).  The queue wraps
+// over a thousand times.  Every WR is reclaimed exactly once, in posting order, with what it held;
+// every signaled WR completes exactly once; at most `depth` WRs are outstanding; and
+// whenever a post has to wait (no slot, queue full) a signaled WR is on its way to free
+// room -- unsignaled WRs never hold the last resources.
+// Returns how many WRs were signaled.
+uint64_t simulate_send_queue(uint32_t nslots, uint32_t depth, uint32_t every, uint64_t& posted) {
+    SendQueue sq;
+    sq.reset(depth, every);
+    const uint64_t stage_cap = 12;  // staging-ring units (a WRITE holds 1-5)
+    std::mt19937 rng(17);
+    std::vector<uint32_t> free_slots;
+    for (uint32_t i = 0; i < nslots; ++i) free_slots.push_back(i);
+    struct Hw {
+        uint64_t seq;
+        bool signaled;
+    };
+    std::deque<Hw> hw;          // posted, not yet executed
+    std::deque<uint64_t> cqes;  // completions not yet polled
+    std::vector<uint8_t> reclaimed(1, 0), signaled_seen(1, 0);
+    std::vector<uint32_t> slot_of(1, UINT32_MAX);
+    std::vector<uint64_t> units_of(1, 0);
+    posted = 0;
+    uint64_t next_reclaim = 0, first = 0, units_out = 0, stalls = 0;
+    bool ok_order = true, ok_once = true, ok_held = true, ok_depth = true, ok_progress = true;
+    auto reclaim = [&](const SendQueue::Entry& e) {
+        if (e.seq >= reclaimed.size() || reclaimed[e.seq]++) ok_once = false;
+        if (e.seq != next_reclaim) ok_order = false;
+        next_reclaim = e.seq + 1;
+        if (e.slot != slot_of[e.seq] || e.stage_units != units_of[e.seq]) ok_held = false;
+        if (e.slot != UINT32_MAX) free_slots.push_back(e.slot);
+        units_out -= e.stage_units;
+    };
+    auto post = [&](bool force, int kind) {  // kind 0: slot SEND, 1: inline, 2: WRITE
+        if (sq.full() || (kind == 0 && free_slots.empty())) {
+            stalls++;
+            if (sq.signaled_outstanding() == 0) ok_progress = false;  // would wait forever
+            return;
+        }
+        uint32_t slot = UINT32_MAX;
+        if (kind == 0) {
+            slot = free_slots.back();
+            free_slots.pop_back();
+        }
+        uint64_t units = kind == 2 ? 1 + rng() % 5 : 0;
+        if (units_out + units > stage_cap) {  // no staging-ring space: wait for a release
+            stalls++;
+            if (sq.signaled_outstanding() == 0) ok_progress = false;
+            return;
+        }
+        bool sig = sq.want_signal(force, free_slots.size(), units);
+        uint64_t seq = sq.posted(slot, units, sig);
+        if (first == 0) first = next_reclaim = seq;
+        if (seq >= reclaimed.size()) {
+            reclaimed.resize(seq + 1, 0);
+            signaled_seen.resize(seq + 1, 0);
+            slot_of.resize(seq + 1, UINT32_MAX);
+            units_of.resize(seq + 1, 0);
+        }
+        slot_of[seq] = slot;
+        units_of[seq] = units;
+        units_out += units;
+        hw.push_back({seq, sig});
+        posted++;
+        if (sq.outstanding() > depth) ok_depth = false;
+    };
+    while (posted < 1000ull * depth && ok_progress) {
+        uint32_t r = rng() % 100;
+        if (r < 30) {
+            post(rng() % 10 == 0, static_cast<int>(rng() % 3));
+        } else if (r < 70) {
+            if (!hw.empty()) {  // the HCA executes the oldest WR
+                if (hw.front().signaled) cqes.push_back(hw.front().seq);
+                hw.pop_front();
+            }
+        } else if (!cqes.empty()) {  // the owner polls one completion
+            uint64_t s = cqes.front();
+            cqes.pop_front();
+            if (signaled_seen[s]++) ok_once = false;
+            if (!sq.completed(s, reclaim)) ok_once = false;
+            if (sq.completed(s, reclaim)) ok_once = false;  // a duplicate reclaims nothing
+        }
+    }
+    if (!ok_progress) {
+        CU_FAIL("stuck: no slot or queue entry free and no signaled WR outstanding");
+        std::printf("\n    every %u, %u slots, depth %u: stuck after %llu WRs ", every, nslots,
+                    depth, (unsigned long long)posted);
+        return 0;
+    }
+    // Quiesce: a forced signaled WR (Goodbye) reclaims whatever unsignaled WRs are left.
+    while (sq.full() || free_slots.empty()) {
+        if (hw.empty() && cqes.empty()) {  // nothing on its way: the post would wait forever
+            CU_FAIL("stuck: no slot or queue entry free and no signaled WR outstanding");
+            return 0;
+        }
+        if (!hw.empty()) {
+            if (hw.front().signaled) cqes.push_back(hw.front().seq);
+            hw.pop_front();
+        }
+        while (!cqes.empty()) {
+            CU_ASSERT_TRUE(sq.completed(cqes.front(), reclaim));
+            cqes.pop_front();
+        }
+    }
+    post(true, 0);
+    while (!hw.empty()) {
+        if (hw.front().signaled) cqes.push_back(hw.front().seq);
+        hw.pop_front();
+    }
+    while (!cqes.empty()) {
+        CU_ASSERT_TRUE(sq.completed(cqes.front(), reclaim));
+        cqes.pop_front();
+    }
+    CU_ASSERT_TRUE(ok_order);
+    CU_ASSERT_TRUE(ok_once);
+    CU_ASSERT_TRUE(ok_held);
+    CU_ASSERT_TRUE(ok_depth);
+    CU_ASSERT_TRUE(ok_progress);
+    CU_ASSERT_FALSE(sq.unreaped());
+    CU_ASSERT_EQUAL(sq.signaled_outstanding(), 0u);
+    CU_ASSERT_EQUAL(free_slots.size(), nslots);
+    CU_ASSERT_EQUAL(units_out, 0u);
+    CU_ASSERT_EQUAL(next_reclaim - first, posted);
+    uint64_t n_signaled = 0;
+    for (uint64_t s = first; s < first + posted; ++s) {
+        CU_ASSERT_EQUAL_FATAL(reclaimed[s], 1);
+        n_signaled += signaled_seen[s];
+    }
+    CU_ASSERT(stalls > 0);  // the run did press on the limits
+    std::printf(
+        "\n    %u slots, depth %u, every %u: %llu WRs (%llu x the queue), %llu signaled, "
+        "%llu stalls ",
+        nslots, depth, every, (unsigned long long)posted, (unsigned long long)(posted / depth),
+        (unsigned long long)n_signaled, (unsigned long long)stalls);
+    return n_signaled;
+}
+
+void test_send_queue_wraps() {
+    uint64_t posted = 0;
+    // Room to spare: most WRs go unsignaled.
+    uint64_t sig = simulate_send_queue(16, 24, 4, posted);
+    CU_ASSERT(sig * 2 < posted);
+    // A signaling period longer than the slots and the queue: only the low-resource rule
+    // keeps unsignaled WRs from holding every slot / queue entry with no completion coming.
+    simulate_send_queue(6, 10, 8, posted);
+    simulate_send_queue(32, 10, 16, posted);
+}
+
+void test_send_queue_every_one() {
+    SendQueue sq;
+    sq.reset(4, 1);  // selective signaling off: every WR signaled, as before
+    for (int i = 0; i < 4; ++i) CU_ASSERT_TRUE(sq.want_signal(false, 100));
+    uint64_t a = sq.posted(0, 0, true), b = sq.posted(1, 0, true);
+    int n = 0;
+    CU_ASSERT_TRUE(sq.completed(b, [&](const SendQueue::Entry&) { n++; }));
+    CU_ASSERT_EQUAL(n, 2);  // b's completion implies a's
+    CU_ASSERT_FALSE(sq.completed(a, [&](const SendQueue::Entry&) { n++; }));
+    CU_ASSERT_EQUAL(n, 2);
+    CU_ASSERT_FALSE(sq.unreaped());
+}
+
 }  // namespace
 
 int main() {
@@ -210,6 +379,8 @@ int main() {
         {"heartbeat dispatch", test_heartbeat_beat},
         {"RDMA ring allocator", test_ring_allocator},
         {"RDMA ring reclaimer matches allocator", test_ring_reclaimer_matches_allocator},
+        {"RDMA send queue wraps (selective signaling)", test_send_queue_wraps},
+        {"RDMA send queue, every WR signaled", test_send_queue_every_one},
     };
     return run_cunit_suite("credits", tests);
 }
