@@ -47,7 +47,9 @@ run() {  # DIR NAME SVERBS USERS SERVICES ARGS...: one client/server pair; its s
 	local dir=\$1 name=\$2 sv=\$3 u=\$4 s=\$5 rc; shift 5
 	SVERBS=\$sv \"\$fg\" --mode server -s 10.77.0.2 -q > \$dir/\$name-server.log 2>&1 &
 	local srv=\$!
-	if ! vm-wait-listen --cm 7471; then
+	# up to 300 s: with thousands of cm_ids about, each look (rdma resource)
+	# takes seconds in the loaded guest
+	if ! vm-wait-listen --cm 7471 300; then
 		kill \$srv; wait \$srv; status \$dir/\$name 'no listener'; return 1
 	fi
 	SVERBS=\$sv \"\$fg\" -s 10.77.0.2 -b 10.77.0.1 -u \$u -S \$s --size $size -D $depth -T $secs -t 2 \
