@@ -8,6 +8,7 @@
 #
 #   flowgen/run-fairness.sh [FLOWS... [SECONDS [USER_WEIGHTS]]]   (default "64" 10)
 #   e.g. flowgen/run-fairness.sh "64 3000 4096" 10     flowgen/run-fairness.sh 64 10 1,1,2,4
+# FAIR_LAYERS ("on off") the layer settings to run;
 # FAIR_SIZE (16k) and FAIR_DEPTH (4) set every flow's WRITE size and depth
 # (at thousands of flows keep size x depth x flows small against the guest's
 # rate, or every flow completes only its first depth WRs in the run).
@@ -22,7 +23,7 @@ here=$(cd "$(dirname "$0")" && pwd -P)
 repo=$(cd "$here/.." && pwd -P)
 build=${SVERBS_BUILD:-$repo/build}
 scales=${1:-64} secs=${2:-10} weights=${3:-}
-size=${FAIR_SIZE:-16k} depth=${FAIR_DEPTH:-4}
+size=${FAIR_SIZE:-16k} depth=${FAIR_DEPTH:-4} layers=${FAIR_LAYERS:-on off}
 out=$build/flowgen/results/fairness
 mkdir -p "$out"
 big=0
@@ -70,7 +71,7 @@ run() {  # DIR NAME SVERBS USERS SERVICES ARGS...: one client/server pair; its s
 for spec in $specs; do
 	IFS=: read -r n u s <<<\"\$spec\"
 	dir='$out/'\$n
-	for sv in on off; do
+	for sv in $layers; do
 		echo \"== \$n flows, layer \$sv\" >&2
 		run \$dir layer-\$sv-alloc-off \$sv \$u \$s --alloc off
 		link=\$(python3 -c \"import json; print(0.9 * json.load(open('\$dir/layer-\$sv-alloc-off.json'))['total']['gbps'])\" 2>/dev/null)
