@@ -19,7 +19,7 @@ PACKAGES=(
 	clang libclang-rt-14-dev
 	# the Soft-RoCE guest (tests/vm) and the tools run in it
 	qemu-system-x86 busybox-static kmod iproute2 cpio xz-utils zstd
-	perftest rdmacm-utils ibverbs-utils strace tcpdump valgrind
+	perftest rdmacm-utils ibverbs-utils strace tcpdump valgrind jq
 	# proxy, load generator, benchmarks
 	liburing-dev libhttp-parser-dev libcli11-dev libtomlplusplus-dev
 	libfmt-dev libspdlog-dev nlohmann-json3-dev libopenblas-dev

@@ -24,6 +24,8 @@
 #include <random>
 #include <thread>
 
+#include "pacer.hpp"
+
 namespace flowgen {
 
 namespace {
@@ -223,8 +225,8 @@ struct Flow {
     // the worker's
     uint32_t outstanding = 0;
     uint64_t posted = 0, completed = 0;
-    uint64_t next_ns = 0, next_size = 0;
-    double ns_per_byte = 0;  // open loop: pacing
+    uint64_t next_size = 0;
+    Pacer pacer;  // open loop: the schedule
     bool failed = false;
     std::vector<uint64_t> post_ts, post_size;
     std::mt19937_64 rng;
@@ -295,7 +297,8 @@ bool post_one(Flow& f, Shared& sh, uint64_t now) {
     f.post_size[slot] = size;
     f.posted++;
     f.outstanding++;
-    if (f.ns_per_byte > 0) f.next_ns += static_cast<uint64_t>(f.ns_per_byte * size);
+    f.pacer.sent(size);
+    f.res.posted_bytes += size;
     f.next_size = f.res.spec.size.sample(f.rng);
     return true;
 }
@@ -324,6 +327,13 @@ void complete(Flow& f, const ibv_wc& wc, Shared& sh, uint64_t now) {
 void worker_loop(Worker& w, Shared& sh, const std::vector<Flow>& all) {
     ibv_wc wc[64];
     uint64_t drain_deadline = 0;
+    {
+        // a random phase per flow: flows of one rate started in one sweep do
+        // not post in lockstep
+        std::uniform_real_distribution<double> phase(0, 1);
+        uint64_t now = now_ns();
+        for (Flow* f : w.flows) f->pacer.start(now, phase(f->rng), f->next_size);
+    }
     for (;;) {
         uint64_t now = now_ns();
         bool posting = !sh.stop_posting.load(std::memory_order_relaxed);
@@ -333,13 +343,7 @@ void worker_loop(Worker& w, Shared& sh, const std::vector<Flow>& all) {
             if (posting) {
                 while (f->outstanding < f->res.spec.depth &&
                        (sh.iters == 0 || f->posted < sh.iters)) {
-                    if (f->ns_per_byte > 0) {
-                        if (now < f->next_ns) break;
-                        if (now - f->next_ns > 100'000'000) {      // no bursts
-                            if (f->next_ns) f->res.pace_resets++;  // 0: the first post
-                            f->next_ns = now;
-                        }
-                    }
+                    if (!f->pacer.due(now, f->next_size)) break;
                     if (!post_one(*f, sh, now)) break;
                 }
             }
@@ -369,6 +373,7 @@ void worker_loop(Worker& w, Shared& sh, const std::vector<Flow>& all) {
             }
         }
     }
+    for (Flow* f : w.flows) f->res.pace_resets = f->pacer.resets();
     w.done = true;
 }
 
@@ -487,7 +492,7 @@ RunResult run_client(const Config& cfg) {
             f.res.spec.rate_mbps = alloc.rate_mbps[i];
             f.res.spec.prio = alloc.prio[i];
         }
-        if (f.res.spec.rate_mbps > 0) f.ns_per_byte = 8e3 / f.res.spec.rate_mbps;
+        f.pacer = Pacer(f.res.spec.rate_mbps);
         f.rng.seed(rd() ^ (uint64_t{i} << 32));
         f.post_ts.resize(f.res.spec.depth);
         f.post_size.resize(f.res.spec.depth);
@@ -679,6 +684,8 @@ RunResult run_client(const Config& cfg) {
         auto now = Clock::now();
         if (g_signal && !sh.stop_posting) sh.fail("interrupted (signal)");
         if (now >= end) sh.stop_posting = true;
+        if (sh.stop_posting && r.post_seconds == 0)
+            r.post_seconds = std::chrono::duration<double>(now - t0).count();
         if (now - tick >= std::chrono::seconds(1)) {
             double dt = std::chrono::duration<double>(now - tick).count();
             tick = now;
@@ -703,6 +710,7 @@ RunResult run_client(const Config& cfg) {
     }
     for (auto& w : workers) w->th.join();
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (r.post_seconds == 0) r.post_seconds = r.seconds;  // iterations done before the end
     if (cfg.progress) fmt::print(stderr, "\n");
     cm_stop = true;
     cm_thread.join();

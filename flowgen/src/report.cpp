@@ -27,7 +27,7 @@ nlohmann::json lat_json(const Histogram& h) {
 nlohmann::json to_json(const RunResult& r) {
     nlohmann::json j;
     Histogram all;
-    uint64_t bytes = 0, ops = 0, errors = 0, resets = 0;
+    uint64_t bytes = 0, ops = 0, errors = 0, resets = 0, posted = 0;
     std::vector<double> per_flow;
     std::map<uint32_t, double> per_user;
     for (const auto& f : r.flows) {
@@ -36,6 +36,7 @@ nlohmann::json to_json(const RunResult& r) {
         ops += f.ops;
         errors += f.errors;
         resets += f.pace_resets;
+        posted += f.posted_bytes;
         per_flow.push_back(gbps(f.bytes, r.seconds));
         per_user[f.user] += gbps(f.bytes, r.seconds);
     }
@@ -50,6 +51,7 @@ nlohmann::json to_json(const RunResult& r) {
     j["flows"] = r.flows.size();
     j["threads"] = r.threads;
     j["seconds"] = r.seconds;
+    j["post_seconds"] = r.post_seconds;
     j["connect_seconds"] = r.connect_seconds;
     j["aborted"] = r.aborted;
     if (r.aborted) j["abort_reason"] = r.abort_reason;
@@ -61,6 +63,7 @@ nlohmann::json to_json(const RunResult& r) {
                   {"gbps", gbps(bytes, r.seconds)},
                   {"mb_per_s", r.seconds > 0 ? bytes / r.seconds / 1e6 : 0},
                   {"mops", r.seconds > 0 ? ops / r.seconds / 1e6 : 0},
+                  {"offered_gbps", gbps(posted, r.post_seconds)},
                   {"pace_resets", resets},
                   {"lat", lat_json(all)}};
     // the merged latency histogram, for plot-run.py's CDF: [upper edge us, count]
@@ -95,6 +98,7 @@ nlohmann::json to_json(const RunResult& r) {
                              {"bytes", f.bytes},
                              {"ops", f.ops},
                              {"gbps", gbps(f.bytes, r.seconds)},
+                             {"offered_gbps", gbps(f.posted_bytes, r.post_seconds)},
                              {"errors", f.errors},
                              {"pace_resets", f.pace_resets},
                              {"lat", lat_json(f.lat)}};

@@ -20,9 +20,10 @@ struct FlowResult {
     uint32_t qpn = 0, peer_qpn = 0;
     uint16_t cm_sport = 0, udp_sport = 0;
     uint64_t bytes = 0, ops = 0, errors = 0;
-    uint64_t pace_resets = 0;  // open loop: times the schedule was > 100 ms late and restarted
-    std::string error;         // the first completion error, if any
-    Histogram lat;             // ns, post to completion
+    uint64_t posted_bytes = 0;  // offered: posted while the run was posting
+    uint64_t pace_resets = 0;   // open loop: times the flow dropped debt (Pacer::due)
+    std::string error;          // the first completion error, if any
+    Histogram lat;              // ns, post to completion
 };
 
 struct TimePoint {
@@ -32,7 +33,8 @@ struct TimePoint {
 struct RunResult {
     std::string label, mode, device;
     uint32_t users = 0, services = 0, threads = 0;
-    double seconds = 0;  // measured, first post to last completion
+    double seconds = 0;       // measured, first post to last completion
+    double post_seconds = 0;  // measured, first post to the end of posting
     bool alloc = false;
     double link_mbps = 0;
     std::vector<double> user_weights;

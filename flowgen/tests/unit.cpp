@@ -5,12 +5,17 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "../src/bmr_math.hpp"
 #include "../src/config.hpp"
+#include "../src/pacer.hpp"
 #include "../src/sport.hpp"
 #include "../src/stats.hpp"
 
@@ -455,6 +460,135 @@ void test_bmr_fox() {
     CU_ASSERT(bmr::max_abs_diff(off, ref) > tol);
 }
 
+// ---- the pacer under a simulated clock (ns).  A flow at 0.2 Mbit/s with
+// 16 KiB messages: one message per 16384 * 8e3 / 0.2 = 655,360,000 ns.
+constexpr uint64_t kSize = 16384;
+constexpr double kRate = 0.2;
+constexpr uint64_t kInterval = 655'360'000;
+constexpr uint64_t kSec = 1'000'000'000;
+
+struct SimFlow {
+    Pacer pacer{kRate};
+    uint32_t depth = 4;
+    std::deque<uint64_t> done_at;  // completion times of the outstanding messages
+    std::vector<uint64_t> posts;   // post times
+};
+
+// The worker loop of rdma.cpp on a simulated clock: it sweeps at the times
+// next_sweep() gives; each sweep reaps the completions due, then every flow
+// posts while it has fewer than depth outstanding and its pacer says due.
+// latency(t) is the post-to-completion time of a message posted at t.
+// Returns the time of the last sweep.
+uint64_t simulate(std::vector<SimFlow>& flows, uint64_t t0, uint64_t dur_ns,
+                  const std::function<uint64_t(uint64_t)>& latency,
+                  const std::function<uint64_t(uint64_t)>& next_sweep) {
+    const uint64_t end = t0 + dur_ns;
+    uint64_t last = t0;
+    for (uint64_t now = t0; now < end; now = next_sweep(now)) {
+        last = now;
+        for (auto& f : flows) {
+            while (!f.done_at.empty() && f.done_at.front() <= now) f.done_at.pop_front();
+            while (f.done_at.size() < f.depth && f.pacer.due(now, kSize)) {
+                f.pacer.sent(kSize);
+                f.posts.push_back(now);
+                f.done_at.push_back(
+                    std::max(now + latency(now), f.done_at.empty() ? 0 : f.done_at.back()));
+            }
+        }
+    }
+    return last;
+}
+
+std::vector<SimFlow> started(size_t n, uint64_t t0) {
+    std::vector<SimFlow> flows(n);
+    for (size_t i = 0; i < n; i++) flows[i].pacer.start(t0, static_cast<double>(i) / n, kSize);
+    return flows;
+}
+
+// A flow sends R * T +- 1 messages up to the last sweep (T = last - t0; a
+// phase p delays the first by p intervals: floor(T / I - p) + 1 of them).
+// 60 s: R * T = 60 s / 0.65536 s = 91.55
+bool on_rate(const SimFlow& f, uint64_t t0, uint64_t last) {
+    double want = static_cast<double>(last - t0) / kInterval;
+    bool ok = std::fabs(static_cast<double>(f.posts.size()) - want) <= 1.0;
+    if (!ok) std::fprintf(stderr, "    sent %zu messages, R*T = %.2f\n", f.posts.size(), want);
+    return ok;
+}
+
+void test_pacer_rate() {
+    const uint64_t t0 = 1000 * kSec, T = 60 * kSec;
+    auto every = [](uint64_t step) { return [step](uint64_t t) { return t + step; }; };
+    auto fixed = [](uint64_t lat) { return [lat](uint64_t) { return lat; }; };
+    // the plain case: sweeps every ms, completions after 1 ms
+    auto a = started(4, t0);
+    uint64_t last = simulate(a, t0, T, fixed(1'000'000), every(1'000'000));
+    for (auto& f : a) CU_ASSERT(on_rate(f, t0, last));
+    for (auto& f : a) CU_ASSERT_EQUAL(f.pacer.resets(), 0u);
+    // completions late: for the first 20 s a message takes 5 intervals (3.3 s),
+    // so depth 4 binds and the flow falls ~6 messages behind; then 1 ms: it
+    // catches up
+    auto b = started(4, t0);
+    last = simulate(
+        b, t0, T, [&](uint64_t t) { return t < t0 + 20 * kSec ? 5 * kInterval : 1'000'000; },
+        every(1'000'000));
+    for (auto& f : b) CU_ASSERT(on_rate(f, t0, last));
+    // completions seen in bursts: the worker runs only every 2 s (its thread
+    // descheduled, or the CQ polled late); depth 4 holds 2 s of messages
+    auto c = started(4, t0);
+    last = simulate(c, t0, T, fixed(1'000'000), every(2 * kSec));
+    for (auto& f : c) CU_ASSERT(on_rate(f, t0, last));
+    // a late thread: sweeps 0-600 ms apart (a fixed pseudo-random sequence)
+    auto d = started(4, t0);
+    uint64_t x = 12345;
+    last = simulate(d, t0, T, fixed(1'000'000), [&](uint64_t t) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        return t + 1 + (x >> 33) % 600'000'000;
+    });
+    for (auto& f : d) CU_ASSERT(on_rate(f, t0, last));
+}
+
+void test_pacer_lockstep() {
+    const uint64_t t0 = 1000 * kSec;
+    auto ms = [](uint64_t) { return 1'000'000; };
+    // 32 flows of one rate started in one sweep, phases i/32: in the first
+    // interval, 32 distinct post times i/32 of an interval apart (20.48 ms)
+    auto f = started(32, t0);
+    simulate(f, t0, kInterval, ms, [](uint64_t t) { return t + 1'000'000; });
+    std::set<uint64_t> first;
+    for (auto& x : f) {
+        CU_ASSERT_EQUAL_FATAL(x.posts.size(), 1u);
+        first.insert(x.posts[0]);
+    }
+    CU_ASSERT_EQUAL(first.size(), 32u);
+    // a stall: the worker does not run from 10 s to 40 s, far beyond what a
+    // flow may catch up (max(1 s, 16 intervals) = 10.5 s); it drops the rest
+    // of its debt (a reset) but keeps its phase, so the flows do not post in
+    // lockstep afterwards
+    auto g = started(32, t0);
+    uint64_t last = simulate(g, t0, 60 * kSec, ms, [&](uint64_t t) {
+        return t >= t0 + 10 * kSec && t < t0 + 40 * kSec ? t0 + 40 * kSec : t + 1'000'000;
+    });
+    std::set<uint64_t> after;
+    size_t n_after = 0;
+    for (auto& x : g) {
+        CU_ASSERT(x.pacer.resets() >= 1);
+        for (uint64_t t : x.posts)
+            if (t > t0 + 50 * kSec) {
+                after.insert(t);
+                n_after++;
+            }
+        // it lost the debt beyond the catch-up: fewer than R * T - 1 messages
+        CU_ASSERT(static_cast<double>(x.posts.size()) <
+                  static_cast<double>(last - t0) / kInterval - 1);
+    }
+    CU_ASSERT(n_after > 32u * 10);
+    CU_ASSERT_EQUAL(after.size(), n_after);  // no two flows post at the same time
+    // not paced: always due
+    Pacer open;
+    CU_ASSERT(!open.paced());
+    CU_ASSERT(open.due(0, kSize));
+}
+
 }  // namespace
 
 int main() {
@@ -475,6 +609,8 @@ int main() {
     CU_add_test(s, "device limits and grid", test_limits);
     CU_add_test(s, "bandwidth allocation", test_alloc);
     CU_add_test(s, "udp source port", test_sport);
+    CU_add_test(s, "pacer: rate R for T seconds sends R*T +- 1", test_pacer_rate);
+    CU_add_test(s, "pacer: no lockstep", test_pacer_lockstep);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_failures();
