@@ -27,10 +27,19 @@
 # rebuild cheap), the e2e binaries into build-asan-guest/ against it, and
 # tests/e2e/run-e2e.sh runs the subcommands and modes of every e2e test
 # (tests/e2e/meson.build) in one Soft-RoCE guest each (3 GiB: ASan's shadow;
-# 1 GiB guests were OOM-killed).  A sanitizer report aborts the run (no
-# recovery): the test fails.  Known finding, not the layer's: UBSan stops
-# stock rxe's init_send_wqe() (rxe.c:1577, memcpy from a NULL sg_list of 0
-# bytes) at the e2e drain marker, a zero-length WRITE with no SGE.
+# 1 GiB guests were OOM-killed).  A sanitizer report aborts the run: the
+# test fails.  One exception, the only one: stock rxe's init_send_wqe()
+# (rxe.c:1577) copies 0 bytes from the NULL sg_list of a WR with no SGE (the
+# e2e drain markers are zero-length WRITEs with none): a memcpy with a NULL
+# argument, UBSan's nonnull-attribute.  That upstream code is not ours to
+# change, so rdma-core is built with nonnull-attribute recoverable (and only
+# it: SVERBS_RDMA_CORE_SANITIZE_RECOVER) and scripts/ubsan-guest.supp
+# suppresses it in that one function; halt_on_error=1 still stops the run on
+# any other nonnull-attribute report, in the layer's code inside the
+# providers too (shown with a throwaway NULL memcpy in sched/: the run
+# stopped).  The e2e programs themselves recover from nothing.
+# The guest pass also runs the randomized payload test (random, --wrs 2000)
+# in the modes off, qslice and qbudget.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
 cd "$ROOT"
@@ -86,13 +95,14 @@ if [ "$WHICH" = guest ]; then
 		tarball=$ROOT/build/rdma-core_56.1.orig.tar.gz
 	mkdir -p build-asan-rdma
 	SVERBS_RDMA_CORE_SANITIZE=address,undefined SVERBS_RDMA_CORE_TARBALL=$tarball \
+		SVERBS_RDMA_CORE_SANITIZE_RECOVER=nonnull-attribute \
 		scripts/build-rdma-core.sh "$ROOT" "$ROOT/build-asan-rdma" \
 		"$ROOT/build-asan-rdma/stamp.h"
 	PREFIX=$ROOT/build-asan-rdma/prefix
 	setup build-asan-guest address,undefined
 	meson compile -C build-asan-guest sverbs_e2e resize_e2e
 	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
-	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/scripts/ubsan-guest.supp
 	export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-900}
 	# ASan's shadow and quarantine: 1 GiB guests were OOM-killed
 	export SVERBS_VM_MEM=${SVERBS_VM_MEM:-3G} E2E_RUN_TIMEOUT=${E2E_RUN_TIMEOUT:-300}
@@ -108,6 +118,9 @@ if [ "$WHICH" = guest ]; then
 	done
 	echo "sanitize: guest: resize off,on,queue,slice4k"
 	tests/e2e/run-e2e.sh "$e2e/resize_e2e" "$PREFIX" resize off,on,queue,slice4k || rc=1
+	echo "sanitize: guest: random off,qslice,qbudget (--wrs 2000)"
+	E2E_ARGS="--wrs 2000" tests/e2e/run-e2e.sh "$e2e/sverbs_e2e" "$PREFIX" \
+		random off,qslice,qbudget || rc=1
 fi
 [ $rc = 0 ] && echo "sanitize: clean" || echo "sanitize: FAILED"
 exit $rc
