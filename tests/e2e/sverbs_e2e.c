@@ -3566,7 +3566,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	uint64_t seed;
-	uint32_t qps = 4, wrs = 120, iters = 2000;
+	uint32_t qps = 4, wrs = 0, iters = 2000; /* wrs 0: per subcommand */
 	const char *cmd, *env;
 	int i;
 
@@ -3599,7 +3599,7 @@ int main(int argc, char **argv)
 			usage();
 		i++;
 	}
-	if (!qps || qps > 64 || wrs < 2 || wrs > 1u << 20)
+	if (!qps || qps > 64 || wrs == 1 || wrs > 1u << 20)
 		usage();
 	rng_state = seed;
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -3610,9 +3610,9 @@ int main(int argc, char **argv)
 	kick_watchdog();
 	open_devs();
 	if (!strcmp(cmd, "integrity"))
-		cmd_integrity(qps, wrs);
+		cmd_integrity(qps, wrs ? wrs : 120);
 	else if (!strcmp(cmd, "random"))
-		cmd_random(qps, wrs);
+		cmd_random(qps, wrs ? wrs : 300);
 	else if (!strcmp(cmd, "error-rkey"))
 		cmd_error_rkey();
 	else if (!strcmp(cmd, "error-modify"))
