@@ -37,8 +37,9 @@
 # suppresses it in that one function (without the file the guest run stops
 # at rxe.c:1577 as before); halt_on_error=1 still stops the run on any other
 # nonnull-attribute report, in the layer's code inside the providers too (a
-# NULL memcpy in a function of another name, built with these flags and run
-# with this file, stops; the function name is matched whole).  The e2e
+# throwaway memcpy(tmp, NULL, 0) in sverbs_post_send stopped `stats queue` in
+# the guest with this file: "sched/admit.c:313: runtime error: null pointer
+# passed as argument 2"; the function name is matched whole).  The e2e
 # programs themselves recover from nothing.
 # The guest pass runs the randomized payload test too (random, 300 WRs, in
 # e2e-integrity's guest as in meson).
