@@ -19,6 +19,10 @@
 # providers and the layer in them with -fsanitize=...: for
 # scripts/sanitize.sh guest, into a BUILDROOT of its own.  pyverbs is not
 # built then (a Python extension cannot load the sanitizer's runtime first).
+# No check recovers (-fno-sanitize-recover=all) except those named in
+# SVERBS_RDMA_CORE_SANITIZE_RECOVER (e.g. nonnull-attribute): only a
+# recoverable check can be suppressed (UBSAN_OPTIONS=suppressions=...).  A
+# change of either knob configures afresh.
 #
 # Only what changed is redone: a new tarball or patch series unpacks and
 # configures afresh; a change in our own sources only re-runs ninja (rdma-core's
@@ -141,13 +145,21 @@ if [ "$(cat "$SRC/.sverbs-series" 2>/dev/null || true)" != "$WANT" ]; then
 fi
 
 # ------------------------------------------------------------------ configure
+san_flags=
+if [ -n "${SVERBS_RDMA_CORE_SANITIZE:-}" ]; then
+	san_flags="-fsanitize=$SVERBS_RDMA_CORE_SANITIZE -fno-sanitize-recover=all"
+	[ -z "${SVERBS_RDMA_CORE_SANITIZE_RECOVER:-}" ] ||
+		san_flags+=" -fsanitize-recover=$SVERBS_RDMA_CORE_SANITIZE_RECOVER"
+	san_flags+=" -fno-omit-frame-pointer"
+fi
+[ "$(cat "$BLD/.sverbs-san-flags" 2>/dev/null || true)" = "$san_flags" ] ||
+	rm -f "$BLD/build.ninja"
 if [ ! -f "$BLD/build.ninja" ]; then
 	say "configuring (prefix $PREFIX)"
 	mkdir -p "$BLD"
 	launcher=() san=()
 	if [ -n "${SVERBS_RDMA_CORE_SANITIZE:-}" ]; then
-		f="-fsanitize=$SVERBS_RDMA_CORE_SANITIZE -fno-sanitize-recover=all -fno-omit-frame-pointer"
-		san=(-DNO_PYVERBS=1 "-DCMAKE_C_FLAGS=$f"
+		san=(-DNO_PYVERBS=1 "-DCMAKE_C_FLAGS=$san_flags"
 			"-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=$SVERBS_RDMA_CORE_SANITIZE"
 			"-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=$SVERBS_RDMA_CORE_SANITIZE")
 	fi
@@ -171,6 +183,11 @@ if [ ! -f "$BLD/build.ninja" ]; then
 		tail -n 40 "$WORK/configure.log" >&2
 		die "cmake configure failed (full log: $WORK/configure.log)"
 	}
+	if [ -n "$san_flags" ]; then
+		echo "$san_flags" >"$BLD/.sverbs-san-flags"
+	else
+		rm -f "$BLD/.sverbs-san-flags"
+	fi
 	if [ -z "${SVERBS_RDMA_CORE_SANITIZE:-}" ] &&
 		! grep -q 'pyverbs/device' "$BLD/build.ninja"; then
 		rm -f "$BLD/build.ninja"

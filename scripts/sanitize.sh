@@ -27,10 +27,22 @@
 # rebuild cheap), the e2e binaries into build-asan-guest/ against it, and
 # tests/e2e/run-e2e.sh runs the subcommands and modes of every e2e test
 # (tests/e2e/meson.build) in one Soft-RoCE guest each (3 GiB: ASan's shadow;
-# 1 GiB guests were OOM-killed).  A sanitizer report aborts the run (no
-# recovery): the test fails.  Known finding, not the layer's: UBSan stops
-# stock rxe's init_send_wqe() (rxe.c:1577, memcpy from a NULL sg_list of 0
-# bytes) at the e2e drain marker, a zero-length WRITE with no SGE.
+# 1 GiB guests were OOM-killed).  A sanitizer report aborts the run: the
+# test fails.  One exception, the only one: stock rxe's init_send_wqe()
+# (rxe.c:1577) copies 0 bytes from the NULL sg_list of a WR with no SGE (the
+# e2e drain markers are zero-length WRITEs with none): a memcpy with a NULL
+# argument, UBSan's nonnull-attribute.  That upstream code is not ours to
+# change, so rdma-core is built with nonnull-attribute recoverable (and only
+# it: SVERBS_RDMA_CORE_SANITIZE_RECOVER) and scripts/ubsan-guest.supp
+# suppresses it in that one function (without the file the guest run stops
+# at rxe.c:1577 as before); halt_on_error=1 still stops the run on any other
+# nonnull-attribute report, in the layer's code inside the providers too (a
+# throwaway memcpy(tmp, NULL, 0) in sverbs_post_send stopped `stats queue` in
+# the guest with this file: "sched/admit.c:313: runtime error: null pointer
+# passed as argument 2"; the function name is matched whole).  The e2e
+# programs themselves recover from nothing.
+# The guest pass runs the randomized payload test too (random, 300 WRs, in
+# e2e-integrity's guest as in meson).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
 cd "$ROOT"
@@ -86,19 +98,22 @@ if [ "$WHICH" = guest ]; then
 		tarball=$ROOT/build/rdma-core_56.1.orig.tar.gz
 	mkdir -p build-asan-rdma
 	SVERBS_RDMA_CORE_SANITIZE=address,undefined SVERBS_RDMA_CORE_TARBALL=$tarball \
+		SVERBS_RDMA_CORE_SANITIZE_RECOVER=nonnull-attribute \
 		scripts/build-rdma-core.sh "$ROOT" "$ROOT/build-asan-rdma" \
 		"$ROOT/build-asan-rdma/stamp.h"
 	PREFIX=$ROOT/build-asan-rdma/prefix
 	setup build-asan-guest address,undefined
 	meson compile -C build-asan-guest sverbs_e2e resize_e2e
 	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
-	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-	export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-900}
-	# ASan's shadow and quarantine: 1 GiB guests were OOM-killed
-	export SVERBS_VM_MEM=${SVERBS_VM_MEM:-3G} E2E_RUN_TIMEOUT=${E2E_RUN_TIMEOUT:-300}
+	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/scripts/ubsan-guest.supp
+	export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-3600}
+	# ASan's shadow and quarantine: 1 GiB guests were OOM-killed.  Hang
+	# guards: under ASan at host load ~28 one integrity mode took over
+	# 300 s (killed); with 900 s every run of the pass passed (2026-11-25)
+	export SVERBS_VM_MEM=${SVERBS_VM_MEM:-3G} E2E_RUN_TIMEOUT=${E2E_RUN_TIMEOUT:-900}
 	e2e=build-asan-guest/tests/e2e
 	# the e2e tests of tests/e2e/meson.build, one guest each
-	for t in "integrity off,on,budget,slice4k" \
+	for t in "integrity off,on,budget,slice4k random off,qslice,qbudget" \
 		"error-rkey off,on,budget,slice4k error-modify off,on,budget,slice4k" \
 		"events off,on,budget200" \
 		"stats on,queue,off refused off,on,queue pt-leave off,on,queue enomem off,on,queue,budget,slice4k post-state off,on,queue"; do

@@ -8,6 +8,9 @@
 #   budget   SVERBS=on SVERBS_BATCH_BUDGET_US=50
 #   budget200 SVERBS=on SVERBS_BATCH_BUDGET_US=200
 #   slice4k  SVERBS=on SVERBS_SLICE_BYTES=4k
+#   qslice   SVERBS=on SVERBS_PASSTHROUGH=off SVERBS_SLICE_ALWAYS=on
+#            SVERBS_SLICE_BYTES=8k (every WR through the queue, sliced)
+#   qbudget  qslice + SVERBS_BATCH_BUDGET_US=50
 # E2E_SEED (passed to the guest) fixes the seed; else one is drawn in the
 # guest and used by every run (every mode of every subcommand, the stock
 # rerun too), so the stock and layer runs see the same WRs.
@@ -64,6 +67,9 @@ for mode in "${mlist[@]}"; do
 	budget) envs=(SVERBS=on SVERBS_BATCH_BUDGET_US=50) ;;
 	budget200) envs=(SVERBS=on SVERBS_BATCH_BUDGET_US=200) ;;
 	slice4k) envs=(SVERBS=on SVERBS_SLICE_BYTES=4k) ;;
+	qslice) envs=(SVERBS=on SVERBS_PASSTHROUGH=off SVERBS_SLICE_ALWAYS=on SVERBS_SLICE_BYTES=8k) ;;
+	qbudget) envs=(SVERBS=on SVERBS_PASSTHROUGH=off SVERBS_SLICE_ALWAYS=on SVERBS_SLICE_BYTES=8k
+		SVERBS_BATCH_BUDGET_US=50) ;;
 	*) echo "unknown mode $mode" >&2; exit 2 ;;
 	esac
 	echo "# ==== $sub [$mode] ${envs[*]}"
