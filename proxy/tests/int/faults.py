@@ -7,10 +7,13 @@ usage: faults.py <test> <sverbs-proxy> <sverbs-compute>
 Every test counts the answers: each request it sends must get exactly one HTTP response
 (never none, never two).  A test that cannot run fails and says why.
 """
+import atexit
 import json
 import os
+import random
 import re
 import resource
+import shutil
 import signal
 import socket
 import struct
@@ -56,10 +59,58 @@ def wait_for(cond, timeout=30.0):
         time.sleep(0.05)
 
 
+PORT_CLAIMS = "/tmp/sverbs-proxy-ports"
+_claimed = []
+
+
+def _release_ports():
+    for d in _claimed:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _claim(port):
+    """An atomic mkdir claims the port against the other proxy tests that
+    meson runs in parallel (run.sh claims its bases the same way); a claim
+    whose owner process is gone is stale."""
+    d = os.path.join(PORT_CLAIMS, "p%d" % port)
+    os.makedirs(PORT_CLAIMS, exist_ok=True)
+    try:
+        os.mkdir(d)
+    except FileExistsError:
+        try:
+            with open(os.path.join(d, "pid")) as f:
+                os.kill(int(f.read()), 0)
+            return False
+        except (OSError, ValueError):
+            shutil.rmtree(d, ignore_errors=True)
+            try:
+                os.mkdir(d)
+            except FileExistsError:
+                return False
+    with open(os.path.join(d, "pid"), "w") as f:
+        f.write(str(os.getpid()))
+    if not _claimed:
+        atexit.register(_release_ports)
+    _claimed.append(d)
+    return True
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the kernel's ephemeral range (32768 up), which the
+    outgoing connections of every test draw from: a port the kernel handed
+    out with bind(0) and that was then released could be taken as a source
+    port before the proxy binds it."""
+    rnd = random.Random()
+    for _ in range(500):
+        port = rnd.randrange(12000, 20000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        if _claim(port):
+            return port
+    raise RuntimeError("no free port in 12000-19999")
 
 
 # ------------------------------------------------------------------ HTTP client that counts

@@ -20,6 +20,7 @@ cleanup() {
         for f in "$DIR"/*.log; do echo "---- $f"; tail -20 "$f"; done
     fi
     rm -rf "$DIR"
+    [ "${BASE:-0}" -eq 0 ] || rm -rf "${PORT_CLAIMS:?}/$BASE"
 }
 trap cleanup EXIT
 
@@ -27,14 +28,30 @@ fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 pass() { echo "ok: $*"; }
 
 port_free() { ! (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
+# Five ports from a base below the kernel's ephemeral range (32768 up:
+# curl's and the proxies' outgoing connections take source ports there),
+# claimed with an atomic mkdir so that the proxy-int tests meson runs in
+# parallel never pick the same base (a claim whose owner is gone is stale).
+PORT_CLAIMS=/tmp/sverbs-proxy-ports
+claim_base() {
+    local d=$PORT_CLAIMS/$1 owner
+    mkdir -p "$PORT_CLAIMS"
+    if ! mkdir "$d" 2>/dev/null; then
+        owner=$(cat "$d/pid" 2>/dev/null || true)
+        [ -n "$owner" ] && ! kill -0 "$owner" 2>/dev/null || return 1
+        rm -rf "$d"
+        mkdir "$d" 2>/dev/null || return 1
+    fi
+    echo $$ > "$d/pid"
+}
 pick_base() {
-    for _ in $(seq 1 50); do
-        local b=$((20000 + (RANDOM % 2000) * 10))
-        if port_free $b && port_free $((b + 1)) && port_free $((b + 2)) && port_free $((b + 3)) &&
-            port_free $((b + 4)); then
-            echo $b
-            return
-        fi
+    for _ in $(seq 1 200); do
+        local b=$((20000 + (RANDOM % 1200) * 10))
+        port_free $b && port_free $((b + 1)) && port_free $((b + 2)) &&
+            port_free $((b + 3)) && port_free $((b + 4)) || continue
+        claim_base $b || continue
+        echo $b
+        return
     done
     echo 0
 }
