@@ -50,6 +50,8 @@ need("smoke-t2-pl4", lambda r: r["wrs"] > 0 and len(r["per_thread_kpps"]) == 2
      and all(k > 0 for k in r["per_thread_kpps"]), "a thread completed nothing")
 need("smoke-error", lambda r: r["ok"],
      "--inject-error did not abort with 'remote access error'")
+need("smoke-pl16", lambda r: r["mpps"] > 0 and r["sverbs"] == "on",
+     "perftest.sh bw-pl16 (ib_write_bw --post_list 16) failed or measured nothing")
 need("smoke-lat", lambda r: r["lat"]["count"] > 0 and r["lat"]["p50_us"] > 0, "no latency sample")
 for b in bad:
     print("FAIL:", b)

@@ -26,7 +26,11 @@ tmp=$(mktemp -d)
 for t in "$@"; do
 	case $t in
 	bw) tool=ib_write_bw args=(-s 64 -n "$bw_n") name="ib_write_bw 64B" ;;
-	bw-pl16) tool=ib_write_bw args=(-s 64 -n "$bw_n" --post_list 16) name="ib_write_bw 64B post_list 16" ;;
+	bw-pl16)
+		# perftest takes only a multiple of the post list size
+		tool=ib_write_bw args=(-s 64 -n $(((bw_n + 15) / 16 * 16)) --post_list 16)
+		name="ib_write_bw 64B post_list 16"
+		;;
 	lat) tool=ib_write_lat args=(-s 64 -n "$lat_n") name="ib_write_lat 64B" ;;
 	*) echo "perftest: unknown test $t" >&2; exit 2 ;;
 	esac

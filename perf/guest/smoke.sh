@@ -12,6 +12,10 @@ run "$b/hol_bench" --baseline -t 0.5 --warmup 0.2 --label smoke-baseline
 run "$b/rate_bench" -T 1 -t 1 --warmup 0.2 --label smoke-t1
 run "$b/rate_bench" -T 2 -l 4 -t 0.5 --warmup 0.2 --label smoke-t2-pl4
 run "$b/rate_bench" --lat -t 0.5 --warmup 0.2 --label smoke-lat
+# the demo's perftest runner, post_list 16 with an iteration count that is
+# not a multiple of 16 (the demo's 5000: perftest refused every such run)
+PERFTEST_MODES=on PERFTEST_BW_ITERS=1000 PERFTEST_LABEL=smoke-pl16 \
+	run "$(dirname "$0")/perftest.sh" bw-pl16
 # the error path: a wrong rkey must abort (exit 1) naming the WC status
 err=$("$b/hol_bench" -L 64K -t 0.5 --warmup 0 --inject-error 2>&1 >/dev/null)
 rc=$?
