@@ -86,10 +86,19 @@ struct sverbs_adapter {
 	 * the wr_id, which the application chose (16.9).  mlx5: patch 0003
 	 * sets IBV_WC_RECV on responder errors.  NULL: the provider cannot
 	 * tell (rxe's kernel leaves every error completion's opcode 0); an
-	 * error completion whose wr_id is one of the QP's internal wr_ids in
-	 * flight is then taken for a send (docs/semantics.md).
+	 * error completion that carries one of the QP's internal wr_ids in
+	 * flight is then a send's, without doubt, since no post may use a
+	 * wr_id of the layer's range (sverbs.h, the glue's post_recv).
 	 */
 	bool (*wc_is_recv)(const struct ibv_wc *wc);
+	/*
+	 * The provider's stock post_recv and post_srq_recv: the glue calls
+	 * them after refusing a wr_id of the layer's range (sverbs.h).
+	 */
+	int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+			 struct ibv_recv_wr **bad_wr);
+	int (*post_srq_recv)(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			     struct ibv_recv_wr **bad_wr);
 };
 
 #endif /* SVERBS_ADAPTER_H */

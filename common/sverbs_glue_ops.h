@@ -31,9 +31,37 @@ static int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 {
 	struct sverbs_qp *sv = SV_QP(ibqp);
 
-	if (!sv || sverbs_post_is_stock(sv, wr))
+	if (sv) {
+		if (sverbs_post_is_stock(sv, wr))
+			return SV_ADAPTER.post_send(ibqp, wr, bad_wr);
+		return sverbs_post_queued(sv, wr, bad_wr);
+	}
+	/* a QP the layer leaves stock: still no wr_id of the layer's */
+	if (!sverbs_send_list_reserved(wr))
 		return SV_ADAPTER.post_send(ibqp, wr, bad_wr);
-	return sverbs_post_queued(sv, wr, bad_wr);
+	return sverbs_post_send_checked(ibqp, wr, bad_wr, SV_ADAPTER.post_send);
+}
+
+/*
+ * Receives: a wr_id of the layer's range fails (sverbs.h), so that a
+ * receive completion in error, whose opcode verbs leaves undefined, is
+ * never read as one of the layer's send completions by its wr_id (16.9).
+ */
+static int sv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+			struct ibv_recv_wr **bad_wr)
+{
+	if (!sverbs_recv_list_reserved(wr))
+		return SV_ADAPTER.post_recv(ibqp, wr, bad_wr);
+	return sverbs_post_recv_checked(ibqp, wr, bad_wr, SV_ADAPTER.post_recv);
+}
+
+static int sv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			    struct ibv_recv_wr **bad_wr)
+{
+	if (!sverbs_recv_list_reserved(wr))
+		return SV_ADAPTER.post_srq_recv(srq, wr, bad_wr);
+	return sverbs_post_srq_recv_checked(srq, wr, bad_wr,
+					    SV_ADAPTER.post_srq_recv);
 }
 
 static int sv_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
@@ -124,6 +152,8 @@ static int sv_query_qp_stats(struct ibv_qp *qp, struct sverbs_qp_stats *st)
 
 static const struct verbs_context_ops sv_ops = {
 	.post_send = sv_post_send,
+	.post_recv = sv_post_recv,
+	.post_srq_recv = sv_post_srq_recv,
 	.poll_cq = sv_poll_cq,
 	.req_notify_cq = sv_req_notify_cq,
 	.resize_cq = sv_resize_cq,

@@ -46,6 +46,9 @@ static int wr_check(const struct sverbs_qp *sqp, const struct ibv_send_wr *wr)
 		return sv_limit_err(sqp, SVERBS_LIMIT_SGE, false);
 	if (!sv_op_rule(wr->opcode)->carried)
 		return EINVAL;
+	/* the layer's own wr_ids (sverbs.h) */
+	if (sverbs_wr_id_reserved(wr->wr_id))
+		return EINVAL;
 	if ((wr->send_flags & IBV_SEND_INLINE) &&
 	    sv_sge_total(wr->sg_list, wr->num_sge) > sqp->max_inline)
 		return sv_limit_err(sqp, SVERBS_LIMIT_INLINE, false);
@@ -242,9 +245,15 @@ int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 
 	/* leaving pass-through: the queue it leaves for, made now, unlocked */
 	if (atomic_load_explicit(&sqp->fast.pt, memory_order_acquire)) {
+		/* no priority before a reserved wr_id: pass-through refuses it */
+		if (!(sverbs_list_scan(wr) & SVERBS_SCAN_PRIO))
+			return sverbs_post_send_checked(sqp->qp, wr, bad_wr,
+							sqp->ad->post_send);
 		err = sv_qp_leave_prepare(sqp);
+		/* a QP that stays stock */
 		if (err == EAGAIN)
-			return sqp->ad->post_send(sqp->qp, wr, bad_wr);
+			return sverbs_post_send_checked(sqp->qp, wr, bad_wr,
+							sqp->ad->post_send);
 		if (err) {
 			*bad_wr = wr;
 			return err;
@@ -290,6 +299,75 @@ int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	}
 	sv_qp_post_unlock(sqp);
 	return err;
+}
+
+/*
+ * Posts that meet a reserved wr_id (sverbs_sched.h): the WRs before it go
+ * one at a time, a copy each (no list of the application's is touched); an
+ * error path, never the pass-through one.
+ */
+int sverbs_post_send_checked(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			     struct ibv_send_wr **bad_wr, sverbs_post_send_fn post)
+{
+	struct ibv_send_wr one, *bad;
+	int ret;
+
+	if (!sverbs_send_list_reserved(wr))
+		return post(qp, wr, bad_wr);
+	for (; !sverbs_wr_id_reserved(wr->wr_id); wr = wr->next) {
+		one = *wr;
+		one.next = NULL;
+		ret = post(qp, &one, &bad);
+		if (ret) {
+			*bad_wr = wr;
+			return ret;
+		}
+	}
+	*bad_wr = wr;
+	return EINVAL;
+}
+
+int sverbs_post_recv_checked(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+			     struct ibv_recv_wr **bad_wr, sverbs_post_recv_fn post)
+{
+	struct ibv_recv_wr one, *bad;
+	int ret;
+
+	if (!sverbs_recv_list_reserved(wr))
+		return post(qp, wr, bad_wr);
+	for (; !sverbs_wr_id_reserved(wr->wr_id); wr = wr->next) {
+		one = *wr;
+		one.next = NULL;
+		ret = post(qp, &one, &bad);
+		if (ret) {
+			*bad_wr = wr;
+			return ret;
+		}
+	}
+	*bad_wr = wr;
+	return EINVAL;
+}
+
+int sverbs_post_srq_recv_checked(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+				 struct ibv_recv_wr **bad_wr,
+				 sverbs_post_srq_recv_fn post)
+{
+	struct ibv_recv_wr one, *bad;
+	int ret;
+
+	if (!sverbs_recv_list_reserved(wr))
+		return post(srq, wr, bad_wr);
+	for (; !sverbs_wr_id_reserved(wr->wr_id); wr = wr->next) {
+		one = *wr;
+		one.next = NULL;
+		ret = post(srq, &one, &bad);
+		if (ret) {
+			*bad_wr = wr;
+			return ret;
+		}
+	}
+	*bad_wr = wr;
+	return EINVAL;
 }
 
 int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,

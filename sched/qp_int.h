@@ -46,14 +46,16 @@
 #include "sverbs_fast.h"
 
 /*
- * Internal wr_ids: WQE sequence numbers start here, so that an internal
- * wr_id is recognisable (an error CQE does not say whether it is a send or
- * a receive completion; a wr_id in [seq_base, next seq) of a managed QP
- * is a send).  A QP that reuses the number of a destroyed one starts where
- * that one ended, so that the stale CQEs of its predecessor, below its
- * seq_base, are told apart.
+ * Internal wr_ids: WQE sequence numbers start here, in the range the layer
+ * reserves (include/infiniband/sverbs.h: a post with such a wr_id fails),
+ * so an internal wr_id is recognisable by value alone: no completion of
+ * the application carries one, even an error CQE, which does not say
+ * whether it is a send or a receive completion.  A QP that reuses the
+ * number of a destroyed one starts where that one ended, so that the stale
+ * CQEs of its predecessor, below its seq_base, are told apart.  (2^48 WQEs
+ * per QP number stay in the range: three years at 3 million WQEs a second.)
  */
-#define SV_SEQ_BASE 0x5356000000000000ull
+#define SV_SEQ_BASE SVERBS_WR_ID_RESERVED_MIN
 
 enum sv_wr_state {
 	SV_WR_FREE,

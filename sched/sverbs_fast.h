@@ -44,11 +44,42 @@ struct sverbs_cq_fast {
 	bool ex;
 };
 
-/* Whether a WR of the list states a priority. */
-static inline bool sverbs_list_states_prio(const struct ibv_send_wr *wr)
+/* What a scan of a post's list found (sverbs_list_scan()). */
+enum {
+	SVERBS_SCAN_PRIO = 1 << 0,     /* a WR states a priority */
+	SVERBS_SCAN_RESERVED = 1 << 1, /* a WR's wr_id is the layer's */
+};
+
+/*
+ * One pass over the list: whether a WR states a priority, and whether one
+ * uses a wr_id of the layer's range (the scan stops there: that WR fails).
+ */
+static inline unsigned int sverbs_list_scan(const struct ibv_send_wr *wr)
+{
+	unsigned int found = 0;
+
+	for (; wr; wr = wr->next) {
+		if (wr->send_flags & SVERBS_PRIO_MASK)
+			found |= SVERBS_SCAN_PRIO;
+		if (sverbs_wr_id_reserved(wr->wr_id))
+			return found | SVERBS_SCAN_RESERVED;
+	}
+	return found;
+}
+
+/* Whether a WR of a send or receive list uses a wr_id of the layer's. */
+static inline bool sverbs_send_list_reserved(const struct ibv_send_wr *wr)
 {
 	for (; wr; wr = wr->next)
-		if (wr->send_flags & SVERBS_PRIO_MASK)
+		if (sverbs_wr_id_reserved(wr->wr_id))
+			return true;
+	return false;
+}
+
+static inline bool sverbs_recv_list_reserved(const struct ibv_recv_wr *wr)
+{
+	for (; wr; wr = wr->next)
+		if (sverbs_wr_id_reserved(wr->wr_id))
 			return true;
 	return false;
 }
@@ -56,15 +87,20 @@ static inline bool sverbs_list_states_prio(const struct ibv_send_wr *wr)
 /*
  * Whether a post of wr goes to the provider as it is (pass-through: no lock,
  * no copy, the application's wr_ids): the QP's first WR that states a
- * priority leaves pass-through (unless the QP stays stock).
+ * priority leaves pass-through (unless the QP stays stock), and a list with
+ * a reserved wr_id takes the layer's path, which refuses it.
  */
 static inline bool sverbs_post_is_stock(const struct sverbs_qp *sqp,
 					const struct ibv_send_wr *wr)
 {
 	const struct sverbs_qp_fast *f = (const struct sverbs_qp_fast *)sqp;
+	unsigned int found;
 
-	return atomic_load_explicit(&f->pt, memory_order_acquire) &&
-	       (!sverbs_list_states_prio(wr) ||
+	if (!atomic_load_explicit(&f->pt, memory_order_acquire))
+		return false;
+	found = sverbs_list_scan(wr);
+	return !found ||
+	       (found == SVERBS_SCAN_PRIO &&
 		atomic_load_explicit(&f->stock, memory_order_relaxed));
 }
 

@@ -87,6 +87,30 @@ int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		       struct ibv_send_wr **bad_wr);
 
 /*
+ * A post whose list holds a wr_id of the layer's range (sverbs.h): the WRs
+ * before that one go to post, one at a time, and it fails with EINVAL
+ * (*bad_wr at it), as a provider fails a WR it cannot take.  The same for a
+ * list without one: post's result.  For the posts that do not take the
+ * layer's queue: a stock QP's sends, receives, SRQ receives.
+ */
+typedef int (*sverbs_post_send_fn)(struct ibv_qp *qp, struct ibv_send_wr *wr,
+				   struct ibv_send_wr **bad_wr);
+typedef int (*sverbs_post_recv_fn)(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+				   struct ibv_recv_wr **bad_wr);
+typedef int (*sverbs_post_srq_recv_fn)(struct ibv_srq *srq,
+				       struct ibv_recv_wr *wr,
+				       struct ibv_recv_wr **bad_wr);
+int sverbs_post_send_checked(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			     struct ibv_send_wr **bad_wr,
+			     sverbs_post_send_fn post);
+int sverbs_post_recv_checked(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+			     struct ibv_recv_wr **bad_wr,
+			     sverbs_post_recv_fn post);
+int sverbs_post_srq_recv_checked(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+				 struct ibv_recv_wr **bad_wr,
+				 sverbs_post_srq_recv_fn post);
+
+/*
  * Around the provider's modify_qp: pre may pump; post, when ret == 0 and the
  * new state is ERR (or RESET), flushes every queued WR.
  */

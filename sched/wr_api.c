@@ -41,10 +41,26 @@ static struct sverbs_qp *to_sqp(struct ibv_qp_ex *qpx)
 
 static SV_TLS struct sverbs_qp *pt_batch;
 static SV_TLS bool pt_batch_prio; /* a WR of it stated a priority */
+/* a WR of it used a reserved wr_id: the batch fails (EINVAL), all of it */
+static SV_TLS bool pt_batch_refused;
 
 static bool in_pt_batch(const struct ibv_qp_ex *qpx)
 {
 	return pt_batch && pt_batch->qpx == qpx;
+}
+
+/*
+ * A builder of a pass-through batch with a reserved wr_id (sverbs.h): the
+ * provider never sees it; from there the batch builds nothing more (the
+ * setters that follow would fill the provider's previous WQE) and
+ * wr_complete aborts it and fails, as a provider fails a batch with a WR
+ * it refused.
+ */
+static bool pt_batch_refuses(const struct ibv_qp_ex *qpx)
+{
+	if (sverbs_wr_id_reserved(qpx->wr_id))
+		pt_batch_refused = true;
+	return pt_batch_refused;
 }
 
 /* In this thread's pass-through batch: the provider's builder op. */
@@ -53,6 +69,8 @@ static bool in_pt_batch(const struct ibv_qp_ex *qpx)
 		if (in_pt_batch(qpx)) {                                       \
 			unsigned int flags_ = (qpx)->wr_flags;                \
                                                                               \
+			if (pt_batch_refuses(qpx))                            \
+				return;                                       \
 			if (flags_ & SVERBS_PRIO_MASK) {                      \
 				pt_batch_prio = true;                         \
 				(qpx)->wr_flags = flags_ & ~SVERBS_PRIO_MASK; \
@@ -67,7 +85,9 @@ static bool in_pt_batch(const struct ibv_qp_ex *qpx)
 #define PT_SET(qpx, op, ...)                                         \
 	do {                                                         \
 		if (in_pt_batch(qpx)) {                              \
-			pt_batch->raw_qpx->op((qpx), ##__VA_ARGS__); \
+			if (!pt_batch_refused)                       \
+				pt_batch->raw_qpx->op((qpx),         \
+						      ##__VA_ARGS__); \
 			return;                                      \
 		}                                                    \
 	} while (0)
@@ -76,14 +96,15 @@ static bool in_pt_batch(const struct ibv_qp_ex *qpx)
 static int pt_batch_end(struct ibv_qp_ex *qpx, bool complete)
 {
 	struct sverbs_qp *sqp = pt_batch;
-	bool prio = pt_batch_prio;
+	bool prio = pt_batch_prio, refused = pt_batch_refused;
 	int ret = 0;
 
 	pt_batch = NULL;
 	pt_batch_prio = false;
-	if (!complete) {
+	pt_batch_refused = false;
+	if (!complete || refused) {
 		sqp->raw_qpx->wr_abort(qpx);
-		return 0;
+		return refused ? EINVAL : 0;
 	}
 	ret = sqp->raw_qpx->wr_complete(qpx);
 	/* without the layer's queue (no memory), pass-through goes on */
@@ -186,6 +207,11 @@ static struct sv_wr *wr_new(struct ibv_qp_ex *qpx, enum ibv_wr_opcode op)
 
 	if (sqp->build_err)
 		return NULL;
+	/* the layer's own wr_ids (sverbs.h) */
+	if (sverbs_wr_id_reserved(qpx->wr_id)) {
+		sqp->build_err = EINVAL;
+		return NULL;
+	}
 	if (sqp->qp_type != IBV_QPT_RC &&
 	    (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
 	     op == IBV_WR_ATOMIC_FETCH_AND_ADD)) {

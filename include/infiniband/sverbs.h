@@ -33,7 +33,27 @@ static inline int sverbs_prio_of(unsigned int flags)
 	return v ? (int)(v - 1) : -1;
 }
 
+#include <stdbool.h>
 #include <stdint.h>
+
+/*
+ * wr_ids the layer keeps for itself: the internal wr_ids of the WQEs it
+ * hands to the provider (a per-QP sequence number from
+ * SVERBS_WR_ID_RESERVED_MIN).  While the layer is on, a post that uses one
+ * (ibv_post_send, ibv_post_recv, ibv_post_srq_recv, qpx->wr_id in an
+ * ibv_wr_*() batch) fails with EINVAL at that WR, whatever the QP, so that a
+ * completion that carries one is the layer's without doubt: the layer
+ * never reads an application's completion as its own (docs/semantics.md).
+ * The range is no pointer (non-canonical on x86-64, beyond a 52-bit user
+ * address on AArch64) and no counter an application reaches.
+ */
+#define SVERBS_WR_ID_RESERVED_MIN 0x5356000000000000ull
+#define SVERBS_WR_ID_RESERVED_MAX 0x5356ffffffffffffull
+
+static inline bool sverbs_wr_id_reserved(uint64_t wr_id)
+{
+	return (wr_id >> 48) == (SVERBS_WR_ID_RESERVED_MIN >> 48);
+}
 
 struct ibv_qp;
 

@@ -64,6 +64,8 @@ static void rxe_sv_nop_wr(struct ibv_qp *qp, struct ibv_send_wr *wr)
 static const struct sverbs_adapter rxe_adapter = {
 	.name = "rxe",
 	.post_send = rxe_post_send,
+	.post_recv = rxe_post_recv,
+	.post_srq_recv = rxe_post_srq_recv,
 	.sq_full = rxe_sv_sq_full,
 	.limit_err = rxe_sv_limit_err,
 	.poll_cq = rxe_poll_cq,

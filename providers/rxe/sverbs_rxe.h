@@ -15,6 +15,10 @@ struct rxe_qp;
 /* Stock rxe entry points (rxe.c). */
 int rxe_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr_list,
 		  struct ibv_send_wr **bad_wr);
+int rxe_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *recv_wr,
+		  struct ibv_recv_wr **bad_wr);
+int rxe_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *recv_wr,
+		      struct ibv_recv_wr **bad_recv_wr);
 int rxe_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
 int rxe_resize_cq(struct ibv_cq *ibcq, int cqe);
 int rxe_destroy_cq(struct ibv_cq *ibcq);

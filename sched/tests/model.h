@@ -46,7 +46,7 @@ enum model_known {
 	MK_RESIZE = 1 << 2,    /* the application resizes its CQ (stock op) */
 	MK_QPN_REUSE = 1 << 3, /* a destroyed QP's number comes back while
 				* its late CQEs are in the CQ */
-	MK_WRID = 1 << 4,      /* application wr_ids in the internal range */
+	MK_WRID = 1 << 4,      /* wr_ids next to the reserved range */
 	MK_FULL_IDLE = 1 << 6, /* check: WRs complete after the provider
 				* refused a WQE as "full" (ENOMEM, EAGAIN,
 				* EBUSY) while nothing of the QP was in

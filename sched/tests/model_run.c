@@ -23,7 +23,8 @@
 #define MAX_SGE	      3	 /* the QPs' max_send_sge */
 #define MAX_INL	      64 /* the QPs' max_inline_data */
 #define WRID_BASE     0x0000a11c00000000ull
-#define WRID_INTERNAL 0x5356000000000000ull /* the layer's SV_SEQ_BASE */
+/* the first wr_ids above the layer's range (sverbs.h), which a post may not use */
+#define WRID_INTERNAL (SVERBS_WR_ID_RESERVED_MAX + 1)
 #define NONE	      UINT32_MAX
 #define MIRROR	      256 /* > the deepest send queue (64): WQEs in flight */
 #define LBASE	      0x100000000ull

@@ -2646,6 +2646,116 @@ static void test_wr_id_internal_recv_err(void)
 }
 
 /*
+ * 16.9, exact: a wr_id of the layer's range (sverbs.h) fails its post with
+ * EINVAL at that WR, on every path, so that a completion carrying one is
+ * the layer's by its value alone (before: a receive in error, or a WR
+ * posted in pass-through, with the QP's first internal wr_id was read as
+ * the layer's WQE on a provider whose error CQEs do not say their side).
+ * ibv_post_send in pass-through: the WRs before it go, the QP stays in
+ * pass-through; through the queue: the same; an ibv_wr_* batch, in
+ * pass-through or queued: all of it fails, nothing goes; receives: the
+ * ones before it go.
+ */
+static int rx_posted;
+static uint64_t rx_ids[4];
+
+static int rx_post(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+		   struct ibv_recv_wr **bad)
+{
+	(void)qp;
+	(void)bad;
+	for (; wr; wr = wr->next)
+		rx_ids[rx_posted++ % 4] = wr->wr_id;
+	return 0;
+}
+
+static void test_wr_id_reserved(void)
+{
+	struct ibv_sge sge = { LADDR, 100, 7 };
+	struct ibv_send_wr wr[3] = {}, *bad = NULL;
+	struct ibv_recv_wr rw[3] = {}, *rbad = NULL;
+	struct ibv_qp_ex *qx = &pt_qx[1];
+	struct ibv_wc wc[16];
+	int i, n;
+
+	pt_setup(16);
+	for (i = 0; i < 3; i++) {
+		wr[i].wr_id = 10 + i;
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_RDMA_WRITE;
+		wr[i].wr.rdma.remote_addr = RADDR;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].next = i < 2 ? &wr[i + 1] : NULL;
+	}
+	/* the QP's first internal wr_id */
+	wr[1].wr_id = sqp[0]->seq_base;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), EINVAL);
+	CU_ASSERT_PTR_EQUAL(bad, &wr[1]);
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 1);
+	CU_ASSERT_EQUAL(fk_wqe(0, 0)->wr.wr_id, 10);
+	CU_ASSERT_TRUE(atomic_load(&sqp[0]->fast.pt));
+	/* a priority before it: the queue's path, the same */
+	wr[0].wr_id = 20;
+	wr[0].send_flags |= SVERBS_PRIO(0);
+	wr[1].wr_id = SVERBS_WR_ID_RESERVED_MAX;
+	bad = NULL;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), EINVAL);
+	CU_ASSERT_PTR_EQUAL(bad, &wr[1]);
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->fast.pt));
+	n = drain(0, wc, 16);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT(wc[0].wr_id == 10 && wc[0].status == IBV_WC_SUCCESS);
+	CU_ASSERT(wc[1].wr_id == 20 && wc[1].status == IBV_WC_SUCCESS);
+
+	/* ibv_wr_*, in pass-through: the whole batch fails */
+	mkqp(1, 16, false);
+	fk_wr_install(qx, 1);
+	CU_ASSERT_TRUE_FATAL(
+		sverbs_qp_install_wr_ops(sqp[1], qx, IBV_QP_EX_WITH_SEND));
+	ibv_wr_start(qx);
+	pt_wr_send(qx, 30, IBV_SEND_SIGNALED);
+	pt_wr_send(qx, SVERBS_WR_ID_RESERVED_MIN + 1, IBV_SEND_SIGNALED);
+	pt_wr_send(qx, 31, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), EINVAL);
+	CU_ASSERT_EQUAL(fk->sq[1].posted, 0);
+	CU_ASSERT_TRUE(atomic_load(&sqp[1]->fast.pt));
+	/* a batch with a priority takes the QP to the queue */
+	ibv_wr_start(qx);
+	pt_wr_send(qx, 32, IBV_SEND_SIGNALED | SVERBS_PRIO(1));
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
+	CU_ASSERT_FALSE(atomic_load(&sqp[1]->fast.pt));
+	/* queued: the same */
+	ibv_wr_start(qx);
+	pt_wr_send(qx, 33, IBV_SEND_SIGNALED);
+	pt_wr_send(qx, SVERBS_WR_ID_RESERVED_MIN + 2, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), EINVAL);
+	n = drain(1, wc, 16);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 32 &&
+		  wc[0].status == IBV_WC_SUCCESS);
+
+	/* receives (the glue's post_recv and post_srq_recv) */
+	for (i = 0; i < 3; i++) {
+		rw[i].wr_id = 40 + i;
+		rw[i].next = i < 2 ? &rw[i + 1] : NULL;
+	}
+	rx_posted = 0;
+	CU_ASSERT_EQUAL(sverbs_post_recv_checked(sqp[0]->qp, rw, &rbad,
+						 rx_post),
+			0);
+	CU_ASSERT_EQUAL(rx_posted, 3);
+	rw[2].wr_id = SVERBS_WR_ID_RESERVED_MIN;
+	rx_posted = 0;
+	CU_ASSERT_EQUAL(sverbs_post_recv_checked(sqp[0]->qp, rw, &rbad,
+						 rx_post),
+			EINVAL);
+	CU_ASSERT_PTR_EQUAL(rbad, &rw[2]);
+	CU_ASSERT(rx_posted == 2 && rx_ids[0] == 40 && rx_ids[1] == 41);
+	CU_ASSERT_EQUAL(fk->leaks, 0);
+	teardown();
+}
+
+/*
  * 16.10: arming is O(1) in the number of QPs.  QPs whose queued work waits
  * behind a signaled WQE in flight need nothing from the arm (that WQE's
  * completion raises the event); only QPs holding WRs for a bigger batch or
@@ -3193,6 +3303,8 @@ int main(void)
 		{ "16.10 arming visits no QP", test_arm_visits_no_qp },
 		{ "16.9 a receive error with an internal wr_id",
 		  test_wr_id_internal_recv_err },
+		{ "16.9 a reserved wr_id fails its post, on every path",
+		  test_wr_id_reserved },
 		{ "16.6 the error nop is the provider's no-op",
 		  test_err_nop_is_providers },
 	};
