@@ -71,11 +71,16 @@ static int mlx5_sv_limit_err(enum sverbs_wr_limit what, bool wr_api)
 	return ENOMEM;
 }
 
+/* Marks the layer's no-op WR (never read: num_sge 0). */
+struct ibv_sge mlx5_sv_nop_sge;
+
 /* mlx5's NOP WQE (see MLX5_SV_WR_NOP; patch 0003's _mlx5_post_send). */
 static void mlx5_sv_nop_wr(struct ibv_qp *qp, struct ibv_send_wr *wr)
 {
 	(void)qp;
 	wr->opcode = MLX5_SV_WR_NOP;
+	wr->sg_list = &mlx5_sv_nop_sge;
+	wr->num_sge = 0;
 }
 
 /*
@@ -91,6 +96,8 @@ static bool mlx5_sv_wc_is_recv(const struct ibv_wc *wc)
 static const struct sverbs_adapter mlx5_adapter = {
 	.name = "mlx5",
 	.post_send = mlx5_post_send,
+	.post_recv = mlx5_post_recv,
+	.post_srq_recv = mlx5_post_srq_recv,
 	.sq_full = mlx5_sv_sq_full,
 	.cq_lockless = mlx5_sv_cq_lockless,
 	.limit_err = mlx5_sv_limit_err,

@@ -17,13 +17,17 @@ struct mlx5_qp;
  * The layer's no-op (the adapter's nop_wr, 16.6): a private WR opcode,
  * beyond verbs' own, that _mlx5_post_send turns into a NOP WQE (control
  * segment only: touches no memory, completes in order).  Only the layer
- * posts it.
+ * posts it: its WR's sg_list is mlx5_sv_nop_sge, an object of this library
+ * that no application can name, so an application that posts the opcode
+ * itself gets stock's EINVAL ("bad opcode"), pass-through or not.
  */
 #define MLX5_SV_WR_NOP ((enum ibv_wr_opcode)0x5356)
 
+extern struct ibv_sge mlx5_sv_nop_sge;
+
 static inline bool mlx5_sv_is_nop(const struct ibv_send_wr *wr)
 {
-	return wr->opcode == MLX5_SV_WR_NOP;
+	return wr->opcode == MLX5_SV_WR_NOP && wr->sg_list == &mlx5_sv_nop_sge;
 }
 
 /* Hooks.  Each is a no-op when the layer is off. */

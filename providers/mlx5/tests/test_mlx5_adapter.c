@@ -856,6 +856,30 @@ static void test_err_nop(void)
 }
 
 /*
+ * The layer's private opcode is the layer's alone: an application that
+ * posts MLX5_SV_WR_NOP itself, to stock mlx5_post_send (as in pass-through
+ * or with the layer off), gets stock's EINVAL, not a NOP WQE (before: a
+ * NOP, whoever posted it).
+ */
+static void test_nop_opcode_private(void)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_sge sge;
+
+	setup(false, false);
+	reset_rec();
+	mkwr(&wr, &sge, 1, IBV_WR_RDMA_WRITE, 0, 0);
+	wr.opcode = MLX5_SV_WR_NOP;
+	wr.num_sge = 0;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	CU_ASSERT_EQUAL(__real_mlx5_post_send(&f.qp->verbs_qp.qp, &wr, &bad),
+			EINVAL);
+	CU_ASSERT_PTR_EQUAL(bad, &wr);
+	CU_ASSERT_EQUAL(f.qp->sq.head, 0);
+	teardown();
+}
+
+/*
  * The fake HCA: a responder error CQE (a receive flushed) for the receive
  * WQE wqe_counter of the QP, as the hardware writes one.
  */
@@ -1293,6 +1317,8 @@ int main(int argc, char **argv)
 		{ "CQEs through mlx5_poll_cq, SQ and CQ wrap",
 		  test_completions_wrap },
 		{ "16.6 the layer's no-op is a NOP WQE", test_err_nop },
+		{ "16.6 the private NOP opcode is the layer's alone",
+		  test_nop_opcode_private },
 		{ "16.9 a receive error with an internal wr_id",
 		  test_recv_err_internal_wr_id },
 	};
