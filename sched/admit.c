@@ -245,7 +245,8 @@ int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 
 	/* leaving pass-through: the queue it leaves for, made now, unlocked */
 	if (atomic_load_explicit(&sqp->fast.pt, memory_order_acquire)) {
-		/* no priority before a reserved wr_id: pass-through refuses it */
+		/* no priority before a reserved wr_id: pass-through refuses it
+		 */
 		if (!(sverbs_list_scan(wr) & SVERBS_SCAN_PRIO))
 			return sverbs_post_send_checked(sqp->qp, wr, bad_wr,
 							sqp->ad->post_send);
@@ -307,7 +308,8 @@ int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
  * error path, never the pass-through one.
  */
 int sverbs_post_send_checked(struct ibv_qp *qp, struct ibv_send_wr *wr,
-			     struct ibv_send_wr **bad_wr, sverbs_post_send_fn post)
+			     struct ibv_send_wr **bad_wr,
+			     sverbs_post_send_fn post)
 {
 	struct ibv_send_wr one, *bad;
 	int ret;
@@ -328,7 +330,8 @@ int sverbs_post_send_checked(struct ibv_qp *qp, struct ibv_send_wr *wr,
 }
 
 int sverbs_post_recv_checked(struct ibv_qp *qp, struct ibv_recv_wr *wr,
-			     struct ibv_recv_wr **bad_wr, sverbs_post_recv_fn post)
+			     struct ibv_recv_wr **bad_wr,
+			     sverbs_post_recv_fn post)
 {
 	struct ibv_recv_wr one, *bad;
 	int ret;

@@ -82,14 +82,13 @@ static bool pt_batch_refuses(const struct ibv_qp_ex *qpx)
 	} while (0)
 
 /* In this thread's pass-through batch: the provider's setter op. */
-#define PT_SET(qpx, op, ...)                                         \
-	do {                                                         \
-		if (in_pt_batch(qpx)) {                              \
-			if (!pt_batch_refused)                       \
-				pt_batch->raw_qpx->op((qpx),         \
-						      ##__VA_ARGS__); \
-			return;                                      \
-		}                                                    \
+#define PT_SET(qpx, op, ...)                                                 \
+	do {                                                                 \
+		if (in_pt_batch(qpx)) {                                      \
+			if (!pt_batch_refused)                               \
+				pt_batch->raw_qpx->op((qpx), ##__VA_ARGS__); \
+			return;                                              \
+		}                                                            \
 	} while (0)
 
 /* The end of this thread's pass-through batch (complete or abort). */

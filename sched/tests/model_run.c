@@ -19,11 +19,12 @@
 #include "fake.h"
 #include "model.h"
 
-#define MQ	      4	 /* live QPs at most */
-#define MAX_SGE	      3	 /* the QPs' max_send_sge */
-#define MAX_INL	      64 /* the QPs' max_inline_data */
-#define WRID_BASE     0x0000a11c00000000ull
-/* the first wr_ids above the layer's range (sverbs.h), which a post may not use */
+#define MQ	  4  /* live QPs at most */
+#define MAX_SGE	  3  /* the QPs' max_send_sge */
+#define MAX_INL	  64 /* the QPs' max_inline_data */
+#define WRID_BASE 0x0000a11c00000000ull
+/* the first wr_ids above the layer's range (sverbs.h), which a post may not use
+ */
 #define WRID_INTERNAL (SVERBS_WR_ID_RESERVED_MAX + 1)
 #define NONE	      UINT32_MAX
 #define MIRROR	      256 /* > the deepest send queue (64): WQEs in flight */

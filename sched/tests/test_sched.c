@@ -2740,15 +2740,14 @@ static void test_wr_id_reserved(void)
 		rw[i].next = i < 2 ? &rw[i + 1] : NULL;
 	}
 	rx_posted = 0;
-	CU_ASSERT_EQUAL(sverbs_post_recv_checked(sqp[0]->qp, rw, &rbad,
-						 rx_post),
-			0);
+	CU_ASSERT_EQUAL(
+		sverbs_post_recv_checked(sqp[0]->qp, rw, &rbad, rx_post), 0);
 	CU_ASSERT_EQUAL(rx_posted, 3);
 	rw[2].wr_id = SVERBS_WR_ID_RESERVED_MIN;
 	rx_posted = 0;
-	CU_ASSERT_EQUAL(sverbs_post_recv_checked(sqp[0]->qp, rw, &rbad,
-						 rx_post),
-			EINVAL);
+	CU_ASSERT_EQUAL(
+		sverbs_post_recv_checked(sqp[0]->qp, rw, &rbad, rx_post),
+		EINVAL);
 	CU_ASSERT_PTR_EQUAL(rbad, &rw[2]);
 	CU_ASSERT(rx_posted == 2 && rx_ids[0] == 40 && rx_ids[1] == 41);
 	CU_ASSERT_EQUAL(fk->leaks, 0);
