@@ -1,11 +1,12 @@
 #!/bin/bash
-# build-deb.sh - build the Debian packages sverbs and sverbs-proxy with
+# build-deb.sh - build the Debian packages sverbs, sverbs-proxy and sverbs-flowgen with
 # Debian's tools (dpkg-buildpackage + debhelper; packaging/debian/), from
 # this checkout's meson build, then run lintian on them.
 #
 #   packaging/build-deb.sh [--build DIR] [--out DIR]
 #
-# Output: OUT/sverbs_<version>_amd64.deb and OUT/sverbs-proxy_<version>_amd64.deb
+# Output: OUT/sverbs_<version>_amd64.deb, OUT/sverbs-proxy_<version>_amd64.deb
+# and OUT/sverbs-flowgen_<version>_amd64.deb
 # (default OUT: build/packaging/deb-out).  The version is meson's project
 # version.  lintian runs with packaging/debian/*.lintian-overrides (each
 # override says why); any tag it still reports at warning or error level
@@ -18,7 +19,7 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--build) build=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
-	-h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "build-deb: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -44,7 +45,7 @@ sverbs ($version) unstable; urgency=medium
 
  -- sverbs developers <sverbs@example.org>  $(date -R)
 CL
-# sverbs-proxy's binaries need sverbs' private libraries: which package has
+# sverbs-proxy's and sverbs-flowgen's binaries need sverbs' private libraries: which package has
 # them, for dpkg-shlibdeps.  Written after the install (below) would be too
 # late, so from the names rdma-core + libsverbs install (one per soname).
 : >"$W/debian/shlibs.local"
@@ -57,12 +58,14 @@ done
 	echo "build-deb: dpkg-buildpackage failed (log: $build/packaging/deb-build.log)" >&2
 	exit 1
 }
-for p in sverbs sverbs-proxy; do
+for p in sverbs sverbs-proxy sverbs-flowgen; do
 	mv -f "$build/packaging/${p}_${version}_amd64.deb" "$out/"
 done
 mv -f "$build/packaging/sverbs_${version}_amd64".{changes,buildinfo} "$out/" 2>/dev/null || true
 echo "build-deb: lintian"
 lintian --fail-on error,warning --info --display-info \
-	"$out/sverbs_${version}_amd64.deb" "$out/sverbs-proxy_${version}_amd64.deb"
-echo "build-deb: $out/sverbs_${version}_amd64.deb"
-echo "build-deb: $out/sverbs-proxy_${version}_amd64.deb"
+	"$out/sverbs_${version}_amd64.deb" "$out/sverbs-proxy_${version}_amd64.deb" \
+	"$out/sverbs-flowgen_${version}_amd64.deb"
+for p in sverbs sverbs-proxy sverbs-flowgen; do
+	echo "build-deb: $out/${p}_${version}_amd64.deb"
+done

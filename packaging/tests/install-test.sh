@@ -47,6 +47,13 @@ if [ "${3:-}" != --guest ]; then
 	for b in sverbs-proxy sverbs-compute hol_bench rate_bench ibv_devinfo; do
 		check "$b is packaged" test -x "$X$P/bin/$b"
 	done
+	fg=("$OUT"/sverbs-flowgen_*_amd64.deb)
+	fgls=$(dpkg-deb -c "${fg[0]}" 2>/dev/null || true) # (a variable: grep -q on a pipe would SIGPIPE dpkg-deb)
+	for b in sverbs-flowgen sverbs-bmr; do
+		check "$b is in the sverbs-flowgen package" grep -q " \./opt/sverbs/bin/$b\$" <<<"$fgls"
+		check "$b loads $P's libraries (RUNPATH \$ORIGIN/../lib)" \
+			test "$(patchelf --print-rpath "$X$P/bin/$b" 2>/dev/null)" = '$ORIGIN/../lib'
+	done
 	check "sverbs-proxy loads $P's libibverbs (RUNPATH \$ORIGIN/../lib)" \
 		test "$(patchelf --print-rpath "$X$P/bin/sverbs-proxy")" = '$ORIGIN/../lib'
 	check "the systemd unit is packaged" test -f "$X/lib/systemd/system/sverbs-proxy@.service"
@@ -58,6 +65,9 @@ if [ "${3:-}" != --guest ]; then
 	dep=$(dpkg-deb -f "$OUT"/sverbs-proxy_*_amd64.deb Depends)
 	check "sverbs-proxy Depends on sverbs (= version) and liburing" \
 		grep -Eq 'sverbs \(= [^)]+\).*liburing2|liburing2.*sverbs \(= [^)]+\)' <<<"$dep"
+	dep=$(dpkg-deb -f "${fg[0]}" Depends 2>/dev/null || true)
+	check "sverbs-flowgen Depends on sverbs (= version) and OpenBLAS" \
+		grep -Eq 'sverbs \(= [^)]+\).*libopenblas|libopenblas.*sverbs \(= [^)]+\)' <<<"$dep"
 	[ $fails = 0 ] || { echo "# $fails host check(s) failed"; exit 1; }
 
 	runner=${SVERBS_VM_RUNNER:-$SRCROOT/tests/vm/run-in-vm.sh}
@@ -156,18 +166,34 @@ snapshot >"$T/before"
 ldconfig -p | grep -F libibverbs.so.1 >"$T/ldcache.before" || true
 
 # ---- install
-if dpkg -i "$OUT"/sverbs_*_amd64.deb "$OUT"/sverbs-proxy_*_amd64.deb >"$T/dpkg-i.out" 2>&1; then
-	pass "dpkg -i sverbs sverbs-proxy"
+if dpkg -i "$OUT"/sverbs_*_amd64.deb "$OUT"/sverbs-proxy_*_amd64.deb "$OUT"/sverbs-flowgen_*_amd64.deb \
+	>"$T/dpkg-i.out" 2>&1; then
+	pass "dpkg -i sverbs sverbs-proxy sverbs-flowgen"
 else
-	fail "dpkg -i sverbs sverbs-proxy"
+	fail "dpkg -i sverbs sverbs-proxy sverbs-flowgen"
 	sed 's/^/#   /' "$T/dpkg-i.out"
 	exit 1
 fi
-check "dpkg reports both installed" \
-	test "$(dpkg-query -W -f='${db:Status-Abbrev}' sverbs sverbs-proxy)" = "ii ii "
+check "dpkg reports all three installed" \
+	test "$(dpkg-query -W -f='${db:Status-Abbrev}' sverbs sverbs-proxy sverbs-flowgen)" = "ii ii ii "
 check "the install did not change the host's choice (ld.so.cache as before)" \
 	ldcache_same
-dpkg -L sverbs sverbs-proxy | sort -u >"$T/dpkg-L"
+dpkg -L sverbs sverbs-proxy sverbs-flowgen | sort -u >"$T/dpkg-L"
+
+# ---- the flowgen package: both programs start from the installed tree
+# alone (--help)
+for b in sverbs-flowgen sverbs-bmr; do
+	LD_DEBUG=libs LD_DEBUG_OUTPUT=$T/$b.ld timeout 60 $P/bin/$b --help >"$T/$b.out" 2>&1 &&
+		echo 0 >"$T/$b.rc" || echo $? >"$T/$b.rc"
+	# (the loader names it by RUNPATH: $P/bin/../lib/...)
+	inits=$(cat "$T/$b".ld.* 2>/dev/null | sed -n 's/.*calling init: //p' | xargs -r realpath -ms)
+	if [ "$(rc $b)" = 0 ] && grep -q 'Usage' "$T/$b.out" && grep -qx "$P/lib/libibverbs.so.1" <<<"$inits"; then
+		pass "$b --help: exit 0, libibverbs from $P"
+	else
+		fail "$b --help: exit $(rc $b), libibverbs from: $(grep libibverbs.so <<<"$inits" | tr '\n' ' ')"
+		tail -n 15 "$T/$b.out" | sed 's/^/#   /'
+	fi
+done
 
 # ---- per program: sverbs-run
 out=$($P/bin/sverbs-run --check 2>&1) && pass "sverbs-run --check: sverbs" ||
@@ -246,7 +272,7 @@ fi
 
 # ---- purge, with the host switch left on: nothing may stay behind
 $P/bin/sverbs-select host on >/dev/null
-if dpkg --purge sverbs-proxy sverbs >"$T/purge.out" 2>&1; then pass "dpkg --purge"; else
+if dpkg --purge sverbs-flowgen sverbs-proxy sverbs >"$T/purge.out" 2>&1; then pass "dpkg --purge"; else
 	fail "dpkg --purge"
 	sed 's/^/#   /' "$T/purge.out"
 fi
