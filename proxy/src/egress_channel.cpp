@@ -81,6 +81,7 @@ void Egress::on_frame(Channel& ch, const FrameHeader& h, std::string_view payloa
             q.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
         q.append("\r\n");
         q.append(r.body);
+        m_.count_copy(CopyStage::Deliver, q.size());
         svc->queue.push_back(j);
     }
     if (holds_[hold].remaining > 0) {
@@ -122,6 +123,7 @@ void Egress::complete(Job* j, int status, std::string_view headers, std::string_
         }
         FrameBuilder fb(o.cur);
         fb.add_response(r);
+        m_.count_copy(CopyStage::Frame, sz);
         o.count++;
     }
     free_job(j);

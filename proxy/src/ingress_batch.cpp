@@ -96,6 +96,7 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
                 continue;
             }
             fb.add_request(rec);
+            m_.count_copy(CopyStage::Frame, sz);
             c.phase = Client::Phase::Sent;
             c.batch = batch;
             c.channel_id = ch->id;

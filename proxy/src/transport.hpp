@@ -28,6 +28,7 @@ struct ChannelStats {
     uint64_t send_posts = 0;                // ibv_post_send calls
     uint64_t signaled = 0;                  // send WRs that asked for a completion
     uint64_t inline_sends = 0;              // SENDs with IBV_SEND_INLINE (no copy into a send slot)
+    uint64_t inline_bytes = 0;              // their bytes (copied into the WQE by the provider)
     uint64_t copies = 0, copied_bytes = 0;  // frames memcpy'd into registered send memory
     uint64_t recv_posts = 0;                // ibv_post_recv calls
     uint64_t cq_polls = 0;                  // ibv_poll_cq calls
@@ -45,6 +46,7 @@ struct ChannelStats {
         send_posts += o.send_posts;
         signaled += o.signaled;
         inline_sends += o.inline_sends;
+        inline_bytes += o.inline_bytes;
         copies += o.copies;
         copied_bytes += o.copied_bytes;
         recv_posts += o.recv_posts;

@@ -620,6 +620,7 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
     sq_.posted(slot, units, sig);
     stats_.signaled += sig;
     stats_.inline_sends += inl;
+    if (inl) stats_.inline_bytes += frame.size();
     if (!inl) {
         stats_.copies++;
         stats_.copied_bytes += frame.size();
