@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -77,6 +78,14 @@ class Channel {
     // frame: a whole frame built with FrameBuilder; the transport fills in credit fields.
     // prio: sverbs priority level (0 highest) for RDMA; ignored by TCP.
     virtual Status send(std::string_view frame, int prio) = 0;
+    // Memory to assemble the next data frame of `bytes` in, so that send() of a frame built
+    // there needs no copy (RDMA: a chunk of the registered pool, lent to the channel until a
+    // frame from it is posted).  Empty: build it in your own buffer (TCP; RDMA: too large for
+    // a chunk, or the pool is empty); send() then copies it.
+    virtual std::span<char> frame_buffer(size_t bytes) {
+        (void)bytes;
+        return {};
+    }
     // Tell the peer we are going away (Goodbye) but keep the channel open: it stops
     // sending requests while answers still flow.
     virtual void goodbye() = 0;

@@ -39,6 +39,7 @@
 #include <random>
 
 #include "channel_fsm.hpp"
+#include "chunk_pool.hpp"
 #include "send_queue.hpp"
 #include "transport.hpp"
 #include "uring.hpp"
@@ -78,6 +79,29 @@ struct Region {
     }
 };
 
+class RdmaChannel;
+
+// What the channels of one worker share on one device: the protection domain and the pool
+// of registered send chunks (slot_bytes each, registered once).  Created when the first
+// channel on the device sets up, kept until the transport goes.
+struct Device {
+    ibv_context* ctx = nullptr;
+    ibv_pd* pd = nullptr;
+    Region pool_mem;
+    ChunkPool pool;
+    Device() = default;
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+    ~Device() {
+        pool_mem.release();
+        if (pd) ibv_dealloc_pd(pd);
+    }
+};
+
+constexpr uint32_t kCtlSlot = UINT32_MAX - 1;  // SendQueue slot: the channel's control buffer
+
+constexpr size_t kCtlBytes = 4096;  // the largest control frame (Hello) is < 320 bytes
+
 enum class WrKind : uint64_t { Recv = 1, Send = 2 };  // Send: index = SendQueue sequence
 inline uint64_t wr_id(WrKind k, uint64_t idx) {
     return (static_cast<uint64_t>(k) << 56) | idx;
@@ -96,6 +120,7 @@ class RdmaChannel final : public ChannelFsm {
     ~RdmaChannel() override;
 
     Status send(std::string_view frame, int prio) override;
+    std::span<char> frame_buffer(size_t bytes) override;
     void close() override;
     std::string_view transport_name() const override { return "rdma"; }
 
@@ -108,9 +133,10 @@ class RdmaChannel final : public ChannelFsm {
     bool link_connect(int64_t now) override;
     void link_abort(const std::string& why) override { down(why); }
     void send_control(FrameType t) override;
-    // One send slot stays free for control frames.
+    // A data frame needs a pool chunk (lent or free); control frames have their own buffer.
     bool link_ready() const override {
-        return free_slots_.size() > 1 && sq_.outstanding() + 1 < sq_.depth();
+        return dev_ && (lent_ != ChunkPool::kNone || dev_->pool.available() > 0) &&
+               sq_.outstanding() + 1 < sq_.depth();
     }
     Status link_hello(const Hello& h) override;
     std::optional<int64_t> link_tick_up(int64_t now) override;
@@ -131,13 +157,14 @@ class RdmaChannel final : public ChannelFsm {
     Endpoint ep_;
     Endpoint source_;  // dial from this local address (selects the device); empty: any
     rdma_cm_id* id_ = nullptr;
-    ibv_pd* pd_ = nullptr;
+    Device* dev_ = nullptr;  // the PD and the send chunk pool, shared with the worker's channels
     ibv_comp_channel* cc_ = nullptr;
     ibv_cq* cq_ = nullptr;
     std::unique_ptr<FdWatch> cq_watch_;
-    Region recv_, send_, ring_, stage_;
+    Region recv_, ctl_, ring_, stage_;  // ctl_: control frames that do not go inline
+    bool ctl_free_ = true;
+    uint32_t lent_ = ChunkPool::kNone;  // pool chunk lent by frame_buffer(), not yet posted
     uint32_t nslots_ = 0, slot_bytes_ = 0;
-    std::vector<uint32_t> free_slots_;
     RingAllocator peer_ring_;   // space in the peer's ring
     RingAllocator stage_ring_;  // local staging for WRITEs (freed on completion, FIFO)
     SendQueue sq_;              // posted send WRs and what they hold, until reclaimed
@@ -217,6 +244,7 @@ class RdmaTransport final : public Transport {
         handoff_waker_.reset();
         watch_.reset();
         passive_.clear();
+        devices_.clear();  // after every channel (the ingress destroys its channels first)
         {
             std::lock_guard lk(inbox_mu_);
             for (auto* id : inbox_) {
@@ -284,6 +312,23 @@ class RdmaTransport final : public Transport {
     }
 
     size_t passive_count() const override { return passive_.size(); }
+
+    // The worker's PD and send pool on ctx (created on first use).
+    Result<Device*> device(ibv_context* ctx) {
+        for (auto& d : devices_)
+            if (d->ctx == ctx) return d.get();
+        auto d = std::make_unique<Device>();
+        d->ctx = ctx;
+        d->pd = ibv_alloc_pd(ctx);
+        if (!d->pd) return make_error("ibv_alloc_pd failed");
+        const auto& c = o_.channel;
+        if (!d->pool_mem.alloc(d->pd, static_cast<size_t>(c.rdma_pool_chunks) * c.slot_bytes, 0))
+            return make_error(fmt::format("registering the send pool ({} x {} B) failed",
+                                          c.rdma_pool_chunks, c.slot_bytes));
+        d->pool.reset(d->pool_mem.p, c.slot_bytes, c.rdma_pool_chunks);
+        devices_.push_back(std::move(d));
+        return devices_.back().get();
+    }
     void forget(RdmaChannel* ch) { std::erase(active_, ch); }
     // A watch cannot be destroyed inside its own callback: keep it until the next tick.
     void bury(std::unique_ptr<FdWatch> w) { graveyard_.push_back(std::move(w)); }
@@ -361,6 +406,7 @@ class RdmaTransport final : public Transport {
     std::vector<RdmaChannel*> active_;
     std::vector<std::unique_ptr<RdmaChannel>> passive_;
     std::vector<std::unique_ptr<FdWatch>> graveyard_;
+    std::vector<std::unique_ptr<Device>> devices_;
     ChannelEvents* passive_ev_ = nullptr;
     uint32_t next_id_ = 1;
     std::mt19937 rng_{std::random_device{}()};
@@ -382,8 +428,10 @@ Status RdmaChannel::setup_resources(rdma_cm_id* id) {
     const auto& c = opts_.channel;
     id_ = id;
     id_->context = this;
-    pd_ = ibv_alloc_pd(id_->verbs);
-    if (!pd_) return make_error("ibv_alloc_pd failed");
+    auto dev = t_.device(id_->verbs);
+    if (!dev) return dev.error();
+    dev_ = dev.value();
+    ibv_pd* pd = dev_->pd;
     cc_ = ibv_create_comp_channel(id_->verbs);
     if (!cc_) return make_error("ibv_create_comp_channel failed");
     int fl = fcntl(cc_->fd, F_GETFL);
@@ -405,22 +453,21 @@ Status RdmaChannel::setup_resources(rdma_cm_id* id) {
     qa.cap.max_send_sge = 2;  // inline: the header (our copy) and the payload
     qa.cap.max_recv_sge = 1;
     qa.cap.max_inline_data = c.rdma_inline_bytes;
-    if (rdma_create_qp(id_, pd_, &qa) && c.rdma_inline_bytes) {
+    if (rdma_create_qp(id_, pd, &qa) && c.rdma_inline_bytes) {
         qa.cap.max_inline_data = 0;  // a device without inline sends: copy every frame
-        if (rdma_create_qp(id_, pd_, &qa))
+        if (rdma_create_qp(id_, pd, &qa))
             return make_error(fmt::format("rdma_create_qp: {}", std::strerror(errno)));
     } else if (!id_->qp) {
         return make_error(fmt::format("rdma_create_qp: {}", std::strerror(errno)));
     }
     max_inline_ = std::min(qa.cap.max_inline_data, c.rdma_inline_bytes);
     sq_.reset(max_send, c.rdma_signal_every);
-    if (!recv_.alloc(pd_, static_cast<size_t>(nslots_) * slot_bytes_, IBV_ACCESS_LOCAL_WRITE) ||
-        !send_.alloc(pd_, static_cast<size_t>(nslots_) * slot_bytes_, 0) ||
-        !ring_.alloc(pd_, c.large_ring_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) ||
-        !stage_.alloc(pd_, c.large_ring_bytes, 0))
+    if (!recv_.alloc(pd, static_cast<size_t>(nslots_) * slot_bytes_, IBV_ACCESS_LOCAL_WRITE) ||
+        !ctl_.alloc(pd, kCtlBytes, 0) ||
+        !ring_.alloc(pd, c.large_ring_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) ||
+        !stage_.alloc(pd, c.large_ring_bytes, 0))
         return make_error("registering channel memory failed");
-    free_slots_.clear();
-    for (uint32_t i = 0; i < nslots_; ++i) free_slots_.push_back(nslots_ - 1 - i);
+    ctl_free_ = true;
     core_.reset(c.credits);
     my_ring_.reset(c.large_ring_bytes);
     stage_ring_.reset(c.large_ring_bytes);
@@ -439,17 +486,21 @@ void RdmaChannel::teardown() {
     if (id_) {
         if (id_->qp) rdma_destroy_qp(id_);
     }
+    // The QP is gone: the pool chunks its sends held (and the one lent) go back to the pool
+    // for the other channels, although no completion will come for them.
+    sq_.abandon([this](const SendQueue::Entry& e) { reclaim(e); });
+    if (dev_ && lent_ != ChunkPool::kNone) dev_->pool.release(lent_);
+    lent_ = ChunkPool::kNone;
     recv_.release();
-    send_.release();
+    ctl_.release();
     ring_.release();
     stage_.release();
     if (cq_) ibv_destroy_cq(cq_);
     if (cc_) ibv_destroy_comp_channel(cc_);
-    if (pd_) ibv_dealloc_pd(pd_);
     if (id_) rdma_destroy_id(id_);
     cq_ = nullptr;
     cc_ = nullptr;
-    pd_ = nullptr;
+    dev_ = nullptr;
     id_ = nullptr;
 }
 
@@ -553,11 +604,30 @@ void RdmaChannel::post_recv(uint32_t idx) {
     ibv_post_recv(id_->qp, &wr, &bad);
 }
 
+std::span<char> RdmaChannel::frame_buffer(size_t bytes) {
+    if (!dev_ || !up() || bytes > slot_bytes_) return {};
+    if (lent_ == ChunkPool::kNone) lent_ = dev_->pool.acquire();
+    if (lent_ == ChunkPool::kNone) return {};
+    return {dev_->pool.data(lent_), slot_bytes_};
+}
+
 Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
     if (sq_.full()) return make_error(Errc::NoCredit, "send queue full");
     const bool large = frame.size() > slot_bytes_;
     const bool inl = !large && frame.size() <= max_inline_;
-    if (!large && !inl && free_slots_.empty()) return make_error(Errc::NoCredit, "no send slot");
+    // A data frame assembled in the chunk frame_buffer() lent: posted from there, no copy.
+    const bool in_place = data && lent_ != ChunkPool::kNone &&
+                          dev_->pool.chunk_of(frame.data(), frame.size()) == lent_;
+    uint32_t copy_chunk = ChunkPool::kNone;
+    if (!large && !inl) {
+        if (!data && (!ctl_free_ || frame.size() > ctl_.n))
+            return make_error(Errc::NoCredit, "control buffer busy");
+        // A copied frame takes a chunk of its own: the lent one may hold a frame being
+        // assembled (the egress's next answers).
+        if (data && !in_place) copy_chunk = dev_->pool.acquire();
+        if (data && !in_place && copy_chunk == ChunkPool::kNone)
+            return make_error(Errc::NoCredit, "no free chunk in the send pool");
+    }
     // Header fields owed to the peer are filled in our copy (inline: of the header only).
     char hdr[kFrameHeaderBytes];
     char* dst;
@@ -567,6 +637,7 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
     wr.num_sge = 1;
     uint32_t slot = UINT32_MAX;
     uint64_t units = 0;
+    bool copied = false;
     if (inl) {
         std::memcpy(hdr, frame.data(), kFrameHeaderBytes);
         dst = hdr;
@@ -578,11 +649,21 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
         }
         wr.opcode = IBV_WR_SEND;
     } else if (!large) {
-        slot = free_slots_.back();
-        dst = send_.p + static_cast<size_t>(slot) * slot_bytes_;
-        std::memcpy(dst, frame.data(), frame.size());
-        sge[0] = {reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(frame.size()),
-                  send_.mr->lkey};
+        uint32_t lkey;
+        if (data) {
+            slot = in_place ? lent_ : copy_chunk;
+            dst = in_place ? const_cast<char*>(frame.data()) : dev_->pool.data(slot);
+            lkey = dev_->pool_mem.mr->lkey;
+        } else {
+            slot = kCtlSlot;
+            dst = ctl_.p;
+            lkey = ctl_.mr->lkey;
+        }
+        if (!in_place) {
+            std::memcpy(dst, frame.data(), frame.size());
+            copied = true;
+        }
+        sge[0] = {reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(frame.size()), lkey};
         wr.opcode = IBV_WR_SEND;
     } else {
         if (!data) return make_error("control frame too large");
@@ -596,6 +677,7 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
         units = (stage_ring_.used_bytes() - used) / kRingUnit;
         dst = stage_.p + *loff;
         std::memcpy(dst, frame.data(), frame.size());
+        copied = true;
         sge[0] = {reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(frame.size()),
                   stage_.mr->lkey};
         wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -604,24 +686,35 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
         wr.wr.rdma.rkey = peer_ring_rkey_;
         stats_.large_frames++;
     }
-    if (!core_.prepare_outgoing(dst)) return make_error(Errc::NoCredit, "no credit");
+    auto give_back = [&] {
+        if (copy_chunk != ChunkPool::kNone) dev_->pool.release(copy_chunk);
+    };
+    if (!core_.prepare_outgoing(dst)) {
+        give_back();
+        return make_error(Errc::NoCredit, "no credit");
+    }
     put_le<uint32_t>(dst + 16, my_ring_.take_units());
     // Control frames and a draining channel's frames are signaled: close() waits for the
-    // completion of the last one, and unsignaled WRs are reclaimed only by a later one.
-    const bool sig = sq_.want_signal(!data || said_goodbye_ || shutting_down_,
-                                     free_slots_.size() - (slot != UINT32_MAX ? 1 : 0), units);
+    // completion of the last one, and unsignaled WRs are reclaimed only by a later one.  Low
+    // on free pool chunks: signaled too (the pool is shared: chunks held by unsignaled WRs
+    // come back only with a later completion).
+    const bool sig =
+        sq_.want_signal(!data || said_goodbye_ || shutting_down_, dev_->pool.available(), units);
     wr.wr_id = wr_id(WrKind::Send, sq_.next_seq());
     wr.sg_list = sge;
     wr.send_flags = (sig ? IBV_SEND_SIGNALED : 0) | (inl ? IBV_SEND_INLINE : 0) | SVERBS_PRIO(prio);
     stats_.send_posts++;
-    if (int rc = ibv_post_send(id_->qp, &wr, &bad); rc)
+    if (int rc = ibv_post_send(id_->qp, &wr, &bad); rc) {
+        give_back();
         return make_error(fmt::format("ibv_post_send: {}", std::strerror(rc)));
-    if (slot != UINT32_MAX) free_slots_.pop_back();
+    }
+    if (slot == kCtlSlot) ctl_free_ = false;
+    if (in_place && slot == lent_) lent_ = ChunkPool::kNone;  // the WR holds it now
     sq_.posted(slot, units, sig);
     stats_.signaled += sig;
     stats_.inline_sends += inl;
     if (inl) stats_.inline_bytes += frame.size();
-    if (!inl) {
+    if (copied) {
         stats_.copies++;
         stats_.copied_bytes += frame.size();
     }
@@ -665,7 +758,7 @@ void RdmaChannel::send_control(FrameType t) {
         f.resize(kFrameHeaderBytes);
         encode_control(f.data(), t);
     }
-    if (sq_.full() || (f.size() > max_inline_ && free_slots_.empty())) {
+    if (sq_.full() || (f.size() > max_inline_ && !ctl_free_)) {
         // Every slot (or queue entry) is waiting for its send completion: send it after the
         // next poll.
         if (std::find(pending_ctl_.begin(), pending_ctl_.end(), t) == pending_ctl_.end())
@@ -689,7 +782,10 @@ void RdmaChannel::flush_pending_control() {
 // A send WR is complete (its own signaled completion, or a later one's): give back what it
 // held.
 void RdmaChannel::reclaim(const SendQueue::Entry& e) {
-    if (e.slot != UINT32_MAX) free_slots_.push_back(e.slot);
+    if (e.slot == kCtlSlot)
+        ctl_free_ = true;
+    else if (e.slot != UINT32_MAX && !dev_->pool.release(e.slot))
+        spdlog::error("channel {} (rdma): send chunk {} returned twice", name, e.slot);
     if (e.stage_units) (void)stage_ring_.release_units(e.stage_units);
 }
 
