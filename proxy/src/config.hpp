@@ -48,6 +48,9 @@ struct ChannelConfig {
     int64_t heartbeat_ms = 1000;       // PING when idle; peer lost after 3 missed
     uint32_t rdma_signal_every = 16;   // RDMA: one send WR in N asks for a completion (1: all)
     uint32_t rdma_inline_bytes = 256;  // RDMA: frames up to this size go inline (0: never)
+    // RDMA: send chunks (slot_bytes each) registered once per device and worker, shared by
+    // its channels; a data frame waits when none is free
+    uint32_t rdma_pool_chunks = 128;
 };
 
 struct UpstreamConfig {

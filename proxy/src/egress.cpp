@@ -49,6 +49,7 @@ Status Egress::init() {
         auto t = make_rdma_transport(ring_, to);
         if (!t) return t.error();
         transport_ = std::move(t.value());
+        m_.rdma = true;
     } else {
         transport_ = make_tcp_transport(ring_, to);
     }

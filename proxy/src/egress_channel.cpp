@@ -11,6 +11,7 @@ void Egress::on_channel_up(Channel& ch) {
     o.ch = &ch;
     o.epoch = ch.epoch;
     o.cur.clear();
+    o.in_reg = false;
     o.count = 0;
     o.ready.clear();
     live_[ch.id] = &ch;
@@ -81,6 +82,7 @@ void Egress::on_frame(Channel& ch, const FrameHeader& h, std::string_view payloa
             q.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
         q.append("\r\n");
         q.append(r.body);
+        m_.count_copy(CopyStage::Deliver, q.size());
         svc->queue.push_back(j);
     }
     if (holds_[hold].remaining > 0) {
@@ -104,8 +106,8 @@ void Egress::complete(Job* j, int status, std::string_view headers, std::string_
         ResponseRecord r{j->id, static_cast<uint16_t>(status), headers, body};
         size_t sz = FrameBuilder::response_size(r);
         if (o.count > 0 &&
-            (o.cur.size() + sz > cfg_->channel.max_frame_bytes || o.count == 65535)) {
-            FrameBuilder fb(o.cur);
+            (o.frame().size() + sz > cfg_->channel.max_frame_bytes || o.count == 65535)) {
+            o.spill();
             // finish() needs the builder's count: rebuild header in place.
             FrameHeader h;
             h.type = FrameType::Responses;
@@ -117,11 +119,28 @@ void Egress::complete(Job* j, int status, std::string_view headers, std::string_
             o.count = 0;
         }
         if (o.count == 0) {
-            FrameBuilder fb(o.cur);
-            fb.begin(FrameType::Responses);
+            // Assemble the answers in registered memory when the transport lends a chunk
+            // (RDMA): the frame then leaves without a copy.
+            std::span<char> reg = o.ch->frame_buffer(kFrameHeaderBytes + sz);
+            o.in_reg = !reg.empty();
+            if (o.in_reg) {
+                o.reg = SpanBuf(reg.data(), reg.size());
+                SpanFrameBuilder fb(o.reg);
+                fb.begin(FrameType::Responses);
+            } else {
+                FrameBuilder fb(o.cur);
+                fb.begin(FrameType::Responses);
+            }
         }
-        FrameBuilder fb(o.cur);
-        fb.add_response(r);
+        if (o.in_reg && o.reg.size() + sz > o.reg.capacity()) o.spill();  // outgrew the chunk
+        if (o.in_reg) {
+            SpanFrameBuilder fb(o.reg);
+            fb.add_response(r);
+        } else {
+            FrameBuilder fb(o.cur);
+            fb.add_response(r);
+        }
+        m_.count_copy(CopyStage::Frame, sz);
         o.count++;
     }
     free_job(j);
@@ -140,18 +159,20 @@ void Egress::flush_out() {
             FrameHeader h;
             h.type = FrameType::Responses;
             h.count = o.count;
-            h.length = static_cast<uint32_t>(o.cur.size() - kFrameHeaderBytes);
-            encode_header(o.cur.data(), h);
+            h.length = static_cast<uint32_t>(o.frame().size() - kFrameHeaderBytes);
+            encode_header(o.frame_data(), h);
             o.count = 0;
             if (o.ready.empty() && o.ch->can_send()) {
-                auto st = o.ch->send(o.cur, 0);
+                auto st = o.ch->send(o.frame(), 0);
                 if (!outs_.contains(id)) continue;  // channel lost: the ingress answers 502
                 if (st) {
                     o.cur.clear();
+                    o.in_reg = false;
                     continue;
                 }
             }
             // No credit (or, on RDMA, no room in the peer's large-frame ring): keep it.
+            o.spill();
             o.ready.push_back(std::move(o.cur));
             o.cur.clear();
         }

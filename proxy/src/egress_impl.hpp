@@ -85,9 +85,19 @@ struct Service {
 struct ChanOut {
     Channel* ch = nullptr;
     uint64_t epoch = 0;
-    std::string cur;  // frame being built
+    std::string cur;          // frame being built (when not in the channel's registered chunk)
+    SpanBuf reg{nullptr, 0};  // RDMA: the frame being built in a chunk lent by frame_buffer()
+    bool in_reg = false;
     uint16_t count = 0;
     std::deque<std::string> ready;  // finished frames waiting for credit
+    std::string_view frame() const { return in_reg ? std::string_view(reg) : cur; }
+    char* frame_data() { return in_reg ? reg.data() : cur.data(); }
+    // The frame moves from the chunk into `cur` (a copy: it could not stay there).
+    void spill() {
+        if (!in_reg) return;
+        cur.assign(reg.data(), reg.size());
+        in_reg = false;
+    }
 };
 
 class Egress final : public ChannelEvents, public WorkerBase {

@@ -136,6 +136,7 @@ void Egress::complete_batch(Job* b, int status, std::string_view headers, std::s
             auto pr = p.feed(body);
             if (pr.state != HttpParser::State::Complete) break;
             body.remove_prefix(std::min(pr.consumed, body.size()));
+            m_.count_copy(CopyStage::Parse, p.headers.size() + p.body.size());
             complete(subs[i++], p.status, p.headers, p.body);
             p.next();
         }
@@ -212,6 +213,7 @@ void Egress::conn_data(ServiceConn& c, std::string_view data) {
         if (j->head && c.parser.content_length())  // HEAD: the length a GET would have
             c.parser.headers.append(
                 fmt::format("Content-Length: {}\r\n", *c.parser.content_length()));
+        m_.count_copy(CopyStage::Parse, c.parser.headers.size() + c.parser.body.size());
         complete(j, c.parser.status, c.parser.headers, c.parser.body);
         if (!c.parser.keep_alive()) {
             // The service closes after this answer: what was pipelined behind it was not
@@ -243,6 +245,7 @@ void Egress::conn_closed(ServiceConn& c) {
         c.jobs.pop_front();
         auto p = c.parser.feed_eof();
         if (p.state == HttpParser::State::Complete) {
+            m_.count_copy(CopyStage::Parse, c.parser.headers.size() + c.parser.body.size());
             complete(j, c.parser.status, c.parser.headers, c.parser.body);
             requeue_or_fail(c, false);
         } else if (c.reused && !c.got_bytes && j->attempts < 2 && j->idempotent) {

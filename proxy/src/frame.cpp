@@ -78,60 +78,6 @@ Result<Hello> decode_hello(std::string_view p) {
     return h;
 }
 
-void FrameBuilder::begin(FrameType t) {
-    buf_.clear();
-    buf_.resize(kFrameHeaderBytes);
-    buf_[4] = static_cast<char>(t);
-    count_ = 0;
-}
-
-void FrameBuilder::begin_requests(std::string_view upstream) {
-    begin(FrameType::Requests);
-    size_t n = std::min<size_t>(upstream.size(), 255);
-    buf_.push_back(static_cast<char>(n));
-    buf_.append(upstream.data(), n);
-}
-
-void FrameBuilder::add_request(const RequestRecord& r) {
-    size_t at = buf_.size();
-    buf_.resize(at + kRequestRecordBytes);
-    char* p = buf_.data() + at;
-    put_le<uint64_t>(p, r.id);
-    p[8] = static_cast<char>(std::min<size_t>(r.method.size(), 255));
-    p[9] = static_cast<char>(r.prio);
-    put_le<uint16_t>(p + 10, static_cast<uint16_t>(std::min<size_t>(r.url.size(), 65535)));
-    put_le<uint32_t>(p + 12, static_cast<uint32_t>(r.headers.size()));
-    put_le<uint32_t>(p + 16, static_cast<uint32_t>(r.body.size()));
-    buf_.append(r.method.substr(0, 255));
-    buf_.append(r.url.substr(0, 65535));
-    buf_.append(r.headers);
-    buf_.append(r.body);
-    ++count_;
-}
-
-void FrameBuilder::add_response(const ResponseRecord& r) {
-    size_t at = buf_.size();
-    buf_.resize(at + kResponseRecordBytes);
-    char* p = buf_.data() + at;
-    put_le<uint64_t>(p, r.id);
-    put_le<uint16_t>(p + 8, r.status);
-    put_le<uint16_t>(p + 10, 0);
-    put_le<uint32_t>(p + 12, static_cast<uint32_t>(r.headers.size()));
-    put_le<uint32_t>(p + 16, static_cast<uint32_t>(r.body.size()));
-    buf_.append(r.headers);
-    buf_.append(r.body);
-    ++count_;
-}
-
-std::string_view FrameBuilder::finish() {
-    FrameHeader h;
-    h.type = static_cast<FrameType>(buf_[4]);
-    h.count = count_;
-    h.length = static_cast<uint32_t>(buf_.size() - kFrameHeaderBytes);
-    encode_header(buf_.data(), h);
-    return buf_;
-}
-
 Result<std::string_view> RecordReader::upstream() {
     if (p_.empty()) return make_error("requests frame without upstream name");
     size_t n = static_cast<unsigned char>(p_[0]);

@@ -121,6 +121,8 @@ size_t Ingress::process(Client& c, std::string_view data) {
 
 void Ingress::dispatch(Client& c) {
     m_.requests.inc();
+    m_.count_copy(CopyStage::Parse,
+                  c.parser.url.size() + c.parser.headers.size() + c.parser.body.size());
     c.keep_alive = c.parser.keep_alive();
     c.head = c.parser.method == "HEAD";
     auto path = c.parser.path();

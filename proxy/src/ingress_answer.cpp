@@ -111,6 +111,7 @@ void Ingress::on_frame(Channel& ch, const FrameHeader& h, std::string_view paylo
         // The egress's own 502/503/504 (service down, timed out) are no service time: they
         // would teach the model a service as slow as service_timeout_ms.
         end_waiting(c, r.status != 502 && r.status != 503 && r.status != 504);
+        m_.count_copy(CopyStage::Deliver, r.headers.size() + r.body.size());
         respond(c, r.status, r.headers, r.body);
         after_response(c);
     }

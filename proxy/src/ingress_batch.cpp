@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <span>
 
 #include "ingress_impl.hpp"
 
@@ -39,6 +40,64 @@ void Ingress::fail_queue(Upstream& u, int status, std::string_view why) {
     }
 }
 
+// The bytes of the next batch's frame, as build_batch() will assemble it (the same rule).
+size_t Ingress::batch_bytes(const Upstream& u, uint32_t target, uint32_t max_frame) const {
+    size_t bytes = FrameBuilder::requests_overhead(u.name);
+    uint32_t n = 0;
+    for (const auto& e : u.queue) {
+        if (n >= target || n >= 65535) break;
+        if (!queued_valid(e)) continue;
+        const auto& c = *clients_[e.conn];
+        RequestRecord rec{c.id, 0, c.parser.method, c.parser.url, c.parser.headers, c.parser.body};
+        size_t sz = FrameBuilder::request_size(rec);
+        if (n > 0 && bytes + sz > max_frame) break;
+        if (bytes + sz > max_frame) continue;  // answered 502, not in the frame
+        bytes += sz;
+        ++n;
+    }
+    return bytes;
+}
+
+// Moves up to `target` queued requests into the frame fb; returns how many.
+template <class Builder>
+uint32_t Ingress::build_batch(Upstream& u, Builder& fb, const Channel& ch, uint32_t batch,
+                              uint32_t target, uint32_t max_frame, int64_t now) {
+    fb.begin_requests(u.name);
+    uint32_t n = 0;
+    while (!u.queue.empty() && n < target && n < 65535) {
+        QEntry e = u.queue.front();
+        if (!queued_valid(e)) {
+            u.queue.pop_front();
+            continue;
+        }
+        auto& c = *clients_[e.conn];
+        RequestRecord rec{c.id,
+                          static_cast<uint8_t>(u.priority),
+                          c.parser.method,
+                          c.parser.url,
+                          c.parser.headers,
+                          c.parser.body};
+        size_t sz = FrameBuilder::request_size(rec);
+        if (n > 0 && fb.size() + sz > max_frame) break;
+        u.queue.pop_front();
+        if (fb.size() + sz > max_frame) {
+            u.m->failures.inc();
+            respond_local(c, 502, "request does not fit in a channel frame\n");
+            continue;
+        }
+        fb.add_request(rec);
+        m_.count_copy(CopyStage::Frame, sz);
+        c.phase = Client::Phase::Sent;
+        c.batch = batch;
+        c.channel_id = ch.id;
+        c.channel_epoch = ch.epoch;
+        u.m->queue_delay.observe((now - c.arrival) / 1e9);
+        u.sent++;
+        ++n;
+    }
+    return n;
+}
+
 void Ingress::flush_upstream(Upstream& u, int64_t now) {
     u.stalled = false;
     const uint32_t max_frame = cfg_->channel.max_frame_bytes;
@@ -57,8 +116,6 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
                 u.stalled = true;  // wait for credits (on_writable wakes the loop)
             break;
         }
-        FrameBuilder fb(frame_);
-        fb.begin_requests(u.name);
         uint32_t batch;
         if (!u.batch_free.empty()) {
             batch = u.batch_free.back();
@@ -69,40 +126,29 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
             u.batch_size.push_back(0);
             u.batch_sent.push_back(0);
         }
-        uint32_t n = 0;
         size_t ways = 0;
         for (auto i : u.channels)
             ways += channels_[i]->up() && !channels_[i]->peer_draining() ? 1 : 0;
         const uint32_t target = u.policy.take(u.queue.size(), ways);
-        while (!u.queue.empty() && n < target && n < 65535) {
-            QEntry e = u.queue.front();
-            if (!queued_valid(e)) {
-                u.queue.pop_front();
-                continue;
+        // Assemble the frame where the transport sends it from (RDMA: a chunk of its
+        // registered pool, no copy when it leaves), else in our own buffer.
+        const size_t bytes = batch_bytes(u, target, max_frame);
+        std::span<char> reg = ch->frame_buffer(bytes);
+        std::string_view frame;
+        uint32_t n;
+        if (!reg.empty()) {
+            SpanBuf sb(reg.data(), reg.size());
+            SpanFrameBuilder fb(sb);
+            n = build_batch(u, fb, *ch, batch, target, max_frame, now);
+            frame = fb.finish();
+            if (sb.overflowed()) {  // batch_bytes() and build_batch() disagree: a bug
+                spdlog::error("upstream {}: a batch overflowed its registered buffer", u.name);
+                frame = {};
             }
-            auto& c = *clients_[e.conn];
-            RequestRecord rec{c.id,
-                              static_cast<uint8_t>(u.priority),
-                              c.parser.method,
-                              c.parser.url,
-                              c.parser.headers,
-                              c.parser.body};
-            size_t sz = FrameBuilder::request_size(rec);
-            if (n > 0 && fb.size() + sz > max_frame) break;
-            u.queue.pop_front();
-            if (fb.size() + sz > max_frame) {
-                u.m->failures.inc();
-                respond_local(c, 502, "request does not fit in a channel frame\n");
-                continue;
-            }
-            fb.add_request(rec);
-            c.phase = Client::Phase::Sent;
-            c.batch = batch;
-            c.channel_id = ch->id;
-            c.channel_epoch = ch->epoch;
-            u.m->queue_delay.observe((now - c.arrival) / 1e9);
-            u.sent++;
-            ++n;
+        } else {
+            FrameBuilder fb(frame_);
+            n = build_batch(u, fb, *ch, batch, target, max_frame, now);
+            frame = fb.finish();
         }
         if (n == 0) {
             u.batch_free.push_back(batch);
@@ -114,7 +160,9 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
         u.inflight_batches++;
         u.m->batches.inc();
         u.m->batch_size.observe(n);
-        if (auto st = ch->send(fb.finish(), u.priority); !st) {
+        Status st = frame.empty() ? make_error(Errc::NoCredit, "batch overflowed its buffer")
+                                  : ch->send(frame, u.priority);
+        if (!st) {
             // The channel failed and went down: on_channel_down answered the batch (502) and
             // released it.  Try the next channel.
             if (!ch->up()) continue;

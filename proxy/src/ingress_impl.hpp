@@ -101,6 +101,10 @@ class Ingress final : public ChannelEvents, public WorkerBase {
     void after_response(Client& c);
     void end_waiting(Client& c, bool answered = false);
     void flush_upstream(Upstream& u, int64_t now);
+    size_t batch_bytes(const Upstream& u, uint32_t target, uint32_t max_frame) const;
+    template <class Builder>
+    uint32_t build_batch(Upstream& u, Builder& fb, const Channel& ch, uint32_t batch,
+                         uint32_t target, uint32_t max_frame, int64_t now);
     Channel* pick_channel(Upstream& u, bool& any_up);
     void fail_queue(Upstream& u, int status, std::string_view why);
     bool queued_valid(const QEntry& e) const;

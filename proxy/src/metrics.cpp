@@ -233,6 +233,42 @@ std::string MetricsRegistry::render() const {
                                      u.name, u.priority.get());
     }
 
+    // Copies of request and answer bytes on the RDMA path, by stage (CopyStage).
+    bool rdma = false;
+    for (auto& w : workers_) rdma = rdma || w->rdma;
+    if (rdma) {
+        static const char* const stages[] = {"parse", "frame", "deliver"};
+        std::string c =
+            "# HELP sverbs_proxy_rdma_copies_total RDMA path: user-space copies of "
+            "request and answer bytes, by stage.\n# TYPE sverbs_proxy_rdma_copies_total "
+            "counter\n";
+        std::string b =
+            "# HELP sverbs_proxy_rdma_copy_bytes_total RDMA path: bytes copied, by "
+            "stage.\n# TYPE sverbs_proxy_rdma_copy_bytes_total counter\n";
+        auto line = [&](const WorkerMetrics& w, const char* st, uint64_t n, uint64_t bytes) {
+            auto lab =
+                fmt::format("{{role=\"{}\",worker=\"{}\",stage=\"{}\"}}", w.role, w.worker, st);
+            c += fmt::format("sverbs_proxy_rdma_copies_total{} {}\n", lab, n);
+            b += fmt::format("sverbs_proxy_rdma_copy_bytes_total{} {}\n", lab, bytes);
+        };
+        for (auto& w : workers_) {
+            if (!w->rdma) continue;
+            for (size_t i = 0; i < std::size(stages); ++i)
+                line(*w, stages[i], w->copies[i].get(), w->copy_bytes[i].get());
+            uint64_t rc = 0, rb = 0, ic = 0, ib = 0;
+            for (auto& ch : w->channels) {
+                rc += ch.copies.get();
+                rb += ch.copied_bytes.get();
+                ic += ch.inline_sends.get();
+                ib += ch.inline_bytes.get();
+            }
+            line(*w, "registered", rc, rb);
+            line(*w, "inline", ic, ib);
+        }
+        o += c;
+        o += b;
+    }
+
     // Channels.
     bool any = false;
     for (auto& w : workers_) any = any || !w->channels.empty();
@@ -319,6 +355,7 @@ void ChannelMetrics::store(const ChannelStats& s) {
     send_posts.v.store(s.send_posts, r);
     signaled.v.store(s.signaled, r);
     inline_sends.v.store(s.inline_sends, r);
+    inline_bytes.v.store(s.inline_bytes, r);
     copies.v.store(s.copies, r);
     copied_bytes.v.store(s.copied_bytes, r);
     recv_posts.v.store(s.recv_posts, r);

@@ -71,14 +71,24 @@ struct UpstreamMetrics {
 
 struct ChannelStats;
 
+// The RDMA path (issue 17): user-space copies of request and answer bytes, by stage.
+//   parse      HTTP input (client request, service answer) into the parser's buffers
+//   frame      a parsed request / answer into a frame under construction
+//   registered a whole frame into registered send memory (slot or staging ring)
+//   inline     a frame into the WQE by the provider (IBV_SEND_INLINE)
+//   deliver    a record out of a receive slot (egress: the service request; ingress: the
+//              client answer)
+// registered and inline come from the channels' statistics; the rest are counted by the roles.
+enum class CopyStage : size_t { Parse, Frame, Deliver, Count };
+
 struct ChannelMetrics {
     std::string peer;
     std::string transport;
     Gauge up, credits_available, credits_owed;
     Counter bytes_tx, bytes_rx, frames_tx, frames_rx, credit_stalls, connects, disconnects,
         large_frames;
-    Counter send_posts, signaled, inline_sends, copies, copied_bytes, recv_posts, cq_polls,
-        cq_events;
+    Counter send_posts, signaled, inline_sends, inline_bytes, copies, copied_bytes, recv_posts,
+        cq_polls, cq_events;
     void store(const ChannelStats& s);  // every counter from the channel's statistics
 };
 
@@ -92,6 +102,14 @@ struct WorkerMetrics {
     Counter service_requests, service_errors, service_retries, service_writes;
     Counter service_batches;  // batch requests to the service's batch endpoint
     Gauge service_connections, service_queue;
+    // RDMA transport only (0 on TCP): copies by CopyStage
+    bool rdma = false;
+    std::array<Counter, static_cast<size_t>(CopyStage::Count)> copies{}, copy_bytes{};
+    void count_copy(CopyStage s, uint64_t bytes) {
+        if (!rdma) return;
+        copies[static_cast<size_t>(s)].inc();
+        copy_bytes[static_cast<size_t>(s)].inc(bytes);
+    }
     std::deque<UpstreamMetrics> upstreams;  // deque: stable addresses
     std::deque<ChannelMetrics> channels;
 };

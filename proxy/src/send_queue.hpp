@@ -95,6 +95,19 @@ class SendQueue {
         return true;
     }
 
+    // The QP is gone (torn down): fn(entry) for every outstanding WR, oldest first, so what
+    // they hold (pool chunks) goes back although no completion will come.
+    template <class Fn>
+    void abandon(Fn&& fn) {
+        while (!q_.empty()) {
+            Entry e = q_.front();
+            q_.pop_front();
+            fn(e);
+        }
+        run_ = 0;
+        signaled_out_ = 0;
+    }
+
   private:
     std::deque<Entry> q_;
     uint64_t next_seq_ = 1;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,7 @@ struct ChannelStats {
     uint64_t send_posts = 0;                // ibv_post_send calls
     uint64_t signaled = 0;                  // send WRs that asked for a completion
     uint64_t inline_sends = 0;              // SENDs with IBV_SEND_INLINE (no copy into a send slot)
+    uint64_t inline_bytes = 0;              // their bytes (copied into the WQE by the provider)
     uint64_t copies = 0, copied_bytes = 0;  // frames memcpy'd into registered send memory
     uint64_t recv_posts = 0;                // ibv_post_recv calls
     uint64_t cq_polls = 0;                  // ibv_poll_cq calls
@@ -45,6 +47,7 @@ struct ChannelStats {
         send_posts += o.send_posts;
         signaled += o.signaled;
         inline_sends += o.inline_sends;
+        inline_bytes += o.inline_bytes;
         copies += o.copies;
         copied_bytes += o.copied_bytes;
         recv_posts += o.recv_posts;
@@ -75,6 +78,14 @@ class Channel {
     // frame: a whole frame built with FrameBuilder; the transport fills in credit fields.
     // prio: sverbs priority level (0 highest) for RDMA; ignored by TCP.
     virtual Status send(std::string_view frame, int prio) = 0;
+    // Memory to assemble the next data frame of `bytes` in, so that send() of a frame built
+    // there needs no copy (RDMA: a chunk of the registered pool, lent to the channel until a
+    // frame from it is posted).  Empty: build it in your own buffer (TCP; RDMA: too large for
+    // a chunk, or the pool is empty); send() then copies it.
+    virtual std::span<char> frame_buffer(size_t bytes) {
+        (void)bytes;
+        return {};
+    }
     // Tell the peer we are going away (Goodbye) but keep the channel open: it stops
     // sending requests while answers still flow.
     virtual void goodbye() = 0;

@@ -39,6 +39,7 @@
 #include <random>
 
 #include "channel_fsm.hpp"
+#include "chunk_pool.hpp"
 #include "send_queue.hpp"
 #include "transport.hpp"
 #include "uring.hpp"
@@ -78,15 +79,60 @@ struct Region {
     }
 };
 
-enum class WrKind : uint64_t { Recv = 1, Send = 2 };  // Send: index = SendQueue sequence
-inline uint64_t wr_id(WrKind k, uint64_t idx) {
-    return (static_cast<uint64_t>(k) << 56) | idx;
+class RdmaChannel;
+
+// What the channels of one worker share on one device: the protection domain, the pool of
+// registered send chunks (slot_bytes each, registered once), and one completion queue with
+// its completion channel, polled by the worker's io_uring.  A completion goes to its channel
+// by the channel id in its wr_id, checked against the QP number; one of a channel that is
+// gone (torn down) is dropped.  Created when the first channel on the device sets up, kept
+// until the transport goes.
+struct Device {
+    ibv_context* ctx = nullptr;
+    ibv_pd* pd = nullptr;
+    Region pool_mem;
+    ChunkPool pool;
+    ibv_comp_channel* cc = nullptr;
+    ibv_cq* cq = nullptr;
+    std::unique_ptr<FdWatch> watch;
+    int cq_cap = 0;                   // CQ entries
+    int cq_need = 0;                  // entries the live channels' queues can fill
+    std::vector<RdmaChannel*> chans;  // the live channels on the CQ
+    bool polling = false;
+    Device() = default;
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+    ~Device() {
+        if (watch) watch->cancel();
+        watch.reset();
+        if (cq) ibv_destroy_cq(cq);
+        if (cc) ibv_destroy_comp_channel(cc);
+        pool_mem.release();
+        if (pd) ibv_dealloc_pd(pd);
+    }
+};
+
+constexpr uint32_t kCtlSlot = UINT32_MAX - 1;
+constexpr int kCqEntries = 4096;  // a device's shared CQ at first (20 channels at credits 64)  //
+                                  // SendQueue slot: the channel's control buffer
+
+constexpr size_t kCtlBytes = 4096;  // the largest control frame (Hello) is < 320 bytes
+
+// wr_id = kind (8 bits) | channel id (24 bits) | index (32 bits; Recv: the slot, Send: the
+// low bits of the SendQueue sequence).  The channel id routes a completion on the shared CQ.
+enum class WrKind : uint64_t { Recv = 1, Send = 2 };
+inline uint64_t wr_id(WrKind k, uint32_t chan, uint64_t idx) {
+    return (static_cast<uint64_t>(k) << 56) | (static_cast<uint64_t>(chan & 0xffffff) << 32) |
+           (idx & 0xffffffffull);
 }
 inline WrKind wr_kind(uint64_t id) {
     return static_cast<WrKind>(id >> 56);
 }
-inline uint64_t wr_index(uint64_t id) {
-    return id & ((1ull << 56) - 1);
+inline uint32_t wr_chan(uint64_t id) {
+    return static_cast<uint32_t>((id >> 32) & 0xffffff);
+}
+inline uint32_t wr_index(uint64_t id) {
+    return static_cast<uint32_t>(id);
 }
 
 class RdmaChannel final : public ChannelFsm {
@@ -96,21 +142,31 @@ class RdmaChannel final : public ChannelFsm {
     ~RdmaChannel() override;
 
     Status send(std::string_view frame, int prio) override;
+    std::span<char> frame_buffer(size_t bytes) override;
     void close() override;
     std::string_view transport_name() const override { return "rdma"; }
 
     // rdmacm events routed here by the transport
     void on_cm_event(rdma_cm_event& e);
     Status accept_from(rdma_cm_id* id);
+    // The device's CQ: one completion of ours, then once after the poll round.
+    bool owns(const ibv_wc& wc) const {
+        return id_ && id_->qp && wc.qp_num == id_->qp->qp_num &&
+               wr_chan(wc.wr_id) == (id & 0xffffff);
+    }
+    void on_wc(const ibv_wc& wc);
+    void after_poll(bool could_send);
+    ChannelStats& stats_mut() { return stats_; }
 
   private:
     // ChannelFsm's link hooks
     bool link_connect(int64_t now) override;
     void link_abort(const std::string& why) override { down(why); }
     void send_control(FrameType t) override;
-    // One send slot stays free for control frames.
+    // A data frame needs a pool chunk (lent or free); control frames have their own buffer.
     bool link_ready() const override {
-        return free_slots_.size() > 1 && sq_.outstanding() + 1 < sq_.depth();
+        return dev_ && (lent_ != ChunkPool::kNone || dev_->pool.available() > 0) &&
+               sq_.outstanding() + 1 < sq_.depth();
     }
     Status link_hello(const Hello& h) override;
     std::optional<int64_t> link_tick_up(int64_t now) override;
@@ -131,13 +187,13 @@ class RdmaChannel final : public ChannelFsm {
     Endpoint ep_;
     Endpoint source_;  // dial from this local address (selects the device); empty: any
     rdma_cm_id* id_ = nullptr;
-    ibv_pd* pd_ = nullptr;
-    ibv_comp_channel* cc_ = nullptr;
-    ibv_cq* cq_ = nullptr;
-    std::unique_ptr<FdWatch> cq_watch_;
-    Region recv_, send_, ring_, stage_;
+    Device* dev_ = nullptr;  // the PD and the send chunk pool, shared with the worker's channels
+    ibv_cq* cq_ = nullptr;   // the device's shared CQ while our QP exists
+    Region recv_, ctl_, ring_, stage_;  // ctl_: control frames that do not go inline
+    bool ctl_free_ = true;
+    uint32_t lent_ = ChunkPool::kNone;  // pool chunk lent by frame_buffer(), not yet posted
     uint32_t nslots_ = 0, slot_bytes_ = 0;
-    std::vector<uint32_t> free_slots_;
+    int cq_need_ = 0;           // entries our queues can fill in the shared CQ
     RingAllocator peer_ring_;   // space in the peer's ring
     RingAllocator stage_ring_;  // local staging for WRITEs (freed on completion, FIFO)
     SendQueue sq_;              // posted send WRs and what they hold, until reclaimed
@@ -217,6 +273,7 @@ class RdmaTransport final : public Transport {
         handoff_waker_.reset();
         watch_.reset();
         passive_.clear();
+        devices_.clear();  // after every channel (the ingress destroys its channels first)
         {
             std::lock_guard lk(inbox_mu_);
             for (auto* id : inbox_) {
@@ -284,6 +341,108 @@ class RdmaTransport final : public Transport {
     }
 
     size_t passive_count() const override { return passive_.size(); }
+
+    // Our channel joins the device's CQ: it may fill `need` entries (its send and receive
+    // queues).  The CQ holds at least twice what the live channels can fill (kCqEntries at
+    // first), so what departed channels left in it until the next poll also fits; it is
+    // resized only when the live channels outgrow half of it.
+    Status join(Device& d, RdmaChannel* ch, int need) {
+        if (!d.cq) {
+            d.cc = ibv_create_comp_channel(d.ctx);
+            if (!d.cc) return make_error("ibv_create_comp_channel failed");
+            int fl = fcntl(d.cc->fd, F_GETFL);
+            fcntl(d.cc->fd, F_SETFL, fl | O_NONBLOCK);
+            d.cq_cap = std::max(2 * need, kCqEntries);
+            d.cq = ibv_create_cq(d.ctx, d.cq_cap, nullptr, d.cc, 0);
+            if (!d.cq) return make_error("ibv_create_cq failed");
+            if (ibv_req_notify_cq(d.cq, 0)) return make_error("ibv_req_notify_cq failed");
+            d.watch = std::make_unique<FdWatch>(ring_, d.cc->fd, [this, &d] { poll(d); });
+        }
+        if (2 * (d.cq_need + need) > d.cq_cap) {
+            int cap = 2 * d.cq_cap;
+            while (cap < 2 * (d.cq_need + need)) cap *= 2;
+            if (ibv_resize_cq(d.cq, cap))
+                return make_error(
+                    fmt::format("ibv_resize_cq to {}: {}", cap, std::strerror(errno)));
+            d.cq_cap = cap;
+        }
+        d.cq_need += need;
+        d.chans.push_back(ch);
+        return {};
+    }
+    void leave(Device& d, RdmaChannel* ch, int need) {
+        if (std::erase(d.chans, ch) == 0) return;
+        d.cq_need -= need;  // its completions still in the CQ are dropped at the next poll
+    }
+
+    // Every completion on the device's CQ to its channel; then each channel that got some
+    // finishes its round (credits, control frames, disconnect).  Re-entered from a channel
+    // that goes down inside the round: the outer round goes on, nothing polled twice.
+    void poll(Device& d) {
+        if (d.polling || !d.cq) return;
+        d.polling = true;
+        ibv_cq* ev_cq = nullptr;
+        void* ctx = nullptr;
+        // Non-blocking channel fd: take every pending event (a multishot poll reports edges),
+        // then re-arm before polling so a completion after the poll raises a new event.
+        unsigned events = 0;
+        while (ibv_get_cq_event(d.cc, &ev_cq, &ctx) == 0) ++events;
+        if (events) ibv_ack_cq_events(d.cq, events);
+        ibv_req_notify_cq(d.cq, 0);
+        touched_.clear();
+        uint64_t polls = 0;
+        bool empty = false;
+        ibv_wc wc[32];
+        for (int rounds = 0; rounds < 64; ++rounds) {
+            int n = ibv_poll_cq(d.cq, 32, wc);
+            polls++;
+            if (n < 32) empty = true;
+            if (n <= 0) break;
+            for (int i = 0; i < n; ++i) {
+                RdmaChannel* ch = nullptr;
+                for (auto* c : d.chans)
+                    if (c->owns(wc[i])) ch = c;
+                if (!ch) continue;  // its channel is gone: flushed or stale
+                if (std::find_if(touched_.begin(), touched_.end(),
+                                 [ch](auto& t) { return t.first == ch; }) == touched_.end())
+                    touched_.emplace_back(ch, ch->can_send());
+                ch->on_wc(wc[i]);
+            }
+            if (empty) break;
+        }
+        d.polling = false;
+        // The device's wake-ups and polls are counted on the first channel served (per
+        // request they add up the same).
+        RdmaChannel* first = !touched_.empty()  ? touched_.front().first
+                             : !d.chans.empty() ? d.chans.front()
+                                                : nullptr;
+        if (first) {
+            first->stats_mut().cq_events++;
+            first->stats_mut().cq_polls += polls;
+        }
+        auto done = std::move(touched_);
+        touched_.clear();
+        for (auto& [ch, could_send] : done)
+            if (std::find(d.chans.begin(), d.chans.end(), ch) != d.chans.end())
+                ch->after_poll(could_send);
+    }
+
+    // The worker's PD and send pool on ctx (created on first use).
+    Result<Device*> device(ibv_context* ctx) {
+        for (auto& d : devices_)
+            if (d->ctx == ctx) return d.get();
+        auto d = std::make_unique<Device>();
+        d->ctx = ctx;
+        d->pd = ibv_alloc_pd(ctx);
+        if (!d->pd) return make_error("ibv_alloc_pd failed");
+        const auto& c = o_.channel;
+        if (!d->pool_mem.alloc(d->pd, static_cast<size_t>(c.rdma_pool_chunks) * c.slot_bytes, 0))
+            return make_error(fmt::format("registering the send pool ({} x {} B) failed",
+                                          c.rdma_pool_chunks, c.slot_bytes));
+        d->pool.reset(d->pool_mem.p, c.slot_bytes, c.rdma_pool_chunks);
+        devices_.push_back(std::move(d));
+        return devices_.back().get();
+    }
     void forget(RdmaChannel* ch) { std::erase(active_, ch); }
     // A watch cannot be destroyed inside its own callback: keep it until the next tick.
     void bury(std::unique_ptr<FdWatch> w) { graveyard_.push_back(std::move(w)); }
@@ -361,6 +520,8 @@ class RdmaTransport final : public Transport {
     std::vector<RdmaChannel*> active_;
     std::vector<std::unique_ptr<RdmaChannel>> passive_;
     std::vector<std::unique_ptr<FdWatch>> graveyard_;
+    std::vector<std::unique_ptr<Device>> devices_;
+    std::vector<std::pair<RdmaChannel*, bool>> touched_;  // poll(): channels served, could_send
     ChannelEvents* passive_ev_ = nullptr;
     uint32_t next_id_ = 1;
     std::mt19937 rng_{std::random_device{}()};
@@ -382,20 +543,21 @@ Status RdmaChannel::setup_resources(rdma_cm_id* id) {
     const auto& c = opts_.channel;
     id_ = id;
     id_->context = this;
-    pd_ = ibv_alloc_pd(id_->verbs);
-    if (!pd_) return make_error("ibv_alloc_pd failed");
-    cc_ = ibv_create_comp_channel(id_->verbs);
-    if (!cc_) return make_error("ibv_create_comp_channel failed");
-    int fl = fcntl(cc_->fd, F_GETFL);
-    fcntl(cc_->fd, F_SETFL, fl | O_NONBLOCK);
+    auto dev = t_.device(id_->verbs);
+    if (!dev) return dev.error();
+    dev_ = dev.value();
+    ibv_pd* pd = dev_->pd;
     nslots_ = c.credits + kControlReserve;
     slot_bytes_ = c.slot_bytes;
     // Send queue: every slot (SENDs) plus one WRITE per data credit (large frames use no
     // slot); the CQ holds all sends and all receives.
     const uint32_t max_send = nslots_ + c.credits;
-    cq_ = ibv_create_cq(id_->verbs, static_cast<int>(max_send + nslots_ + 16), this, cc_, 0);
-    if (!cq_) return make_error("ibv_create_cq failed");
-    if (ibv_req_notify_cq(cq_, 0)) return make_error("ibv_req_notify_cq failed");
+    cq_need_ = static_cast<int>(max_send + nslots_);
+    if (auto st = t_.join(*dev_, this, cq_need_); !st) {
+        dev_ = nullptr;
+        return st;
+    }
+    cq_ = dev_->cq;
     ibv_qp_init_attr qa{};
     qa.send_cq = cq_;
     qa.recv_cq = cq_;
@@ -405,51 +567,47 @@ Status RdmaChannel::setup_resources(rdma_cm_id* id) {
     qa.cap.max_send_sge = 2;  // inline: the header (our copy) and the payload
     qa.cap.max_recv_sge = 1;
     qa.cap.max_inline_data = c.rdma_inline_bytes;
-    if (rdma_create_qp(id_, pd_, &qa) && c.rdma_inline_bytes) {
+    if (rdma_create_qp(id_, pd, &qa) && c.rdma_inline_bytes) {
         qa.cap.max_inline_data = 0;  // a device without inline sends: copy every frame
-        if (rdma_create_qp(id_, pd_, &qa))
+        if (rdma_create_qp(id_, pd, &qa))
             return make_error(fmt::format("rdma_create_qp: {}", std::strerror(errno)));
     } else if (!id_->qp) {
         return make_error(fmt::format("rdma_create_qp: {}", std::strerror(errno)));
     }
     max_inline_ = std::min(qa.cap.max_inline_data, c.rdma_inline_bytes);
     sq_.reset(max_send, c.rdma_signal_every);
-    if (!recv_.alloc(pd_, static_cast<size_t>(nslots_) * slot_bytes_, IBV_ACCESS_LOCAL_WRITE) ||
-        !send_.alloc(pd_, static_cast<size_t>(nslots_) * slot_bytes_, 0) ||
-        !ring_.alloc(pd_, c.large_ring_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) ||
-        !stage_.alloc(pd_, c.large_ring_bytes, 0))
+    if (!recv_.alloc(pd, static_cast<size_t>(nslots_) * slot_bytes_, IBV_ACCESS_LOCAL_WRITE) ||
+        !ctl_.alloc(pd, kCtlBytes, 0) ||
+        !ring_.alloc(pd, c.large_ring_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) ||
+        !stage_.alloc(pd, c.large_ring_bytes, 0))
         return make_error("registering channel memory failed");
-    free_slots_.clear();
-    for (uint32_t i = 0; i < nslots_; ++i) free_slots_.push_back(nslots_ - 1 - i);
+    ctl_free_ = true;
     core_.reset(c.credits);
     my_ring_.reset(c.large_ring_bytes);
     stage_ring_.reset(c.large_ring_bytes);
     pending_ctl_.clear();
     hello_sent_ = false;
     for (uint32_t i = 0; i < nslots_; ++i) post_recv(i);
-    cq_watch_ = std::make_unique<FdWatch>(t_.ring(), cc_->fd, [this] { poll_cq(); });
     return {};
 }
 
 void RdmaChannel::teardown() {
-    if (cq_watch_) {
-        cq_watch_->cancel();
-        t_.bury(std::move(cq_watch_));
-    }
+    if (dev_) t_.leave(*dev_, this, cq_need_);  // our completions left in the CQ are dropped
     if (id_) {
         if (id_->qp) rdma_destroy_qp(id_);
     }
+    // The QP is gone: the pool chunks its sends held (and the one lent) go back to the pool
+    // for the other channels, although no completion will come for them.
+    sq_.abandon([this](const SendQueue::Entry& e) { reclaim(e); });
+    if (dev_ && lent_ != ChunkPool::kNone) dev_->pool.release(lent_);
+    lent_ = ChunkPool::kNone;
     recv_.release();
-    send_.release();
+    ctl_.release();
     ring_.release();
     stage_.release();
-    if (cq_) ibv_destroy_cq(cq_);
-    if (cc_) ibv_destroy_comp_channel(cc_);
-    if (pd_) ibv_dealloc_pd(pd_);
     if (id_) rdma_destroy_id(id_);
     cq_ = nullptr;
-    cc_ = nullptr;
-    pd_ = nullptr;
+    dev_ = nullptr;
     id_ = nullptr;
 }
 
@@ -546,18 +704,37 @@ void RdmaChannel::post_recv(uint32_t idx) {
                 slot_bytes_, recv_.mr->lkey};
     ibv_recv_wr wr{};
     ibv_recv_wr* bad = nullptr;
-    wr.wr_id = wr_id(WrKind::Recv, idx);
+    wr.wr_id = wr_id(WrKind::Recv, id, idx);
     wr.sg_list = &sge;
     wr.num_sge = 1;
     stats_.recv_posts++;
     ibv_post_recv(id_->qp, &wr, &bad);
 }
 
+std::span<char> RdmaChannel::frame_buffer(size_t bytes) {
+    if (!dev_ || !up() || bytes > slot_bytes_) return {};
+    if (lent_ == ChunkPool::kNone) lent_ = dev_->pool.acquire();
+    if (lent_ == ChunkPool::kNone) return {};
+    return {dev_->pool.data(lent_), slot_bytes_};
+}
+
 Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
     if (sq_.full()) return make_error(Errc::NoCredit, "send queue full");
     const bool large = frame.size() > slot_bytes_;
     const bool inl = !large && frame.size() <= max_inline_;
-    if (!large && !inl && free_slots_.empty()) return make_error(Errc::NoCredit, "no send slot");
+    // A data frame assembled in the chunk frame_buffer() lent: posted from there, no copy.
+    const bool in_place = data && lent_ != ChunkPool::kNone &&
+                          dev_->pool.chunk_of(frame.data(), frame.size()) == lent_;
+    uint32_t copy_chunk = ChunkPool::kNone;
+    if (!large && !inl) {
+        if (!data && (!ctl_free_ || frame.size() > ctl_.n))
+            return make_error(Errc::NoCredit, "control buffer busy");
+        // A copied frame takes a chunk of its own: the lent one may hold a frame being
+        // assembled (the egress's next answers).
+        if (data && !in_place) copy_chunk = dev_->pool.acquire();
+        if (data && !in_place && copy_chunk == ChunkPool::kNone)
+            return make_error(Errc::NoCredit, "no free chunk in the send pool");
+    }
     // Header fields owed to the peer are filled in our copy (inline: of the header only).
     char hdr[kFrameHeaderBytes];
     char* dst;
@@ -567,6 +744,7 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
     wr.num_sge = 1;
     uint32_t slot = UINT32_MAX;
     uint64_t units = 0;
+    bool copied = false;
     if (inl) {
         std::memcpy(hdr, frame.data(), kFrameHeaderBytes);
         dst = hdr;
@@ -578,11 +756,21 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
         }
         wr.opcode = IBV_WR_SEND;
     } else if (!large) {
-        slot = free_slots_.back();
-        dst = send_.p + static_cast<size_t>(slot) * slot_bytes_;
-        std::memcpy(dst, frame.data(), frame.size());
-        sge[0] = {reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(frame.size()),
-                  send_.mr->lkey};
+        uint32_t lkey;
+        if (data) {
+            slot = in_place ? lent_ : copy_chunk;
+            dst = in_place ? const_cast<char*>(frame.data()) : dev_->pool.data(slot);
+            lkey = dev_->pool_mem.mr->lkey;
+        } else {
+            slot = kCtlSlot;
+            dst = ctl_.p;
+            lkey = ctl_.mr->lkey;
+        }
+        if (!in_place) {
+            std::memcpy(dst, frame.data(), frame.size());
+            copied = true;
+        }
+        sge[0] = {reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(frame.size()), lkey};
         wr.opcode = IBV_WR_SEND;
     } else {
         if (!data) return make_error("control frame too large");
@@ -596,6 +784,7 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
         units = (stage_ring_.used_bytes() - used) / kRingUnit;
         dst = stage_.p + *loff;
         std::memcpy(dst, frame.data(), frame.size());
+        copied = true;
         sge[0] = {reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(frame.size()),
                   stage_.mr->lkey};
         wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -604,23 +793,35 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
         wr.wr.rdma.rkey = peer_ring_rkey_;
         stats_.large_frames++;
     }
-    if (!core_.prepare_outgoing(dst)) return make_error(Errc::NoCredit, "no credit");
+    auto give_back = [&] {
+        if (copy_chunk != ChunkPool::kNone) dev_->pool.release(copy_chunk);
+    };
+    if (!core_.prepare_outgoing(dst)) {
+        give_back();
+        return make_error(Errc::NoCredit, "no credit");
+    }
     put_le<uint32_t>(dst + 16, my_ring_.take_units());
     // Control frames and a draining channel's frames are signaled: close() waits for the
-    // completion of the last one, and unsignaled WRs are reclaimed only by a later one.
-    const bool sig = sq_.want_signal(!data || said_goodbye_ || shutting_down_,
-                                     free_slots_.size() - (slot != UINT32_MAX ? 1 : 0), units);
-    wr.wr_id = wr_id(WrKind::Send, sq_.next_seq());
+    // completion of the last one, and unsignaled WRs are reclaimed only by a later one.  Low
+    // on free pool chunks: signaled too (the pool is shared: chunks held by unsignaled WRs
+    // come back only with a later completion).
+    const bool sig =
+        sq_.want_signal(!data || said_goodbye_ || shutting_down_, dev_->pool.available(), units);
+    wr.wr_id = wr_id(WrKind::Send, id, sq_.next_seq());
     wr.sg_list = sge;
     wr.send_flags = (sig ? IBV_SEND_SIGNALED : 0) | (inl ? IBV_SEND_INLINE : 0) | SVERBS_PRIO(prio);
     stats_.send_posts++;
-    if (int rc = ibv_post_send(id_->qp, &wr, &bad); rc)
+    if (int rc = ibv_post_send(id_->qp, &wr, &bad); rc) {
+        give_back();
         return make_error(fmt::format("ibv_post_send: {}", std::strerror(rc)));
-    if (slot != UINT32_MAX) free_slots_.pop_back();
+    }
+    if (slot == kCtlSlot) ctl_free_ = false;
+    if (in_place && slot == lent_) lent_ = ChunkPool::kNone;  // the WR holds it now
     sq_.posted(slot, units, sig);
     stats_.signaled += sig;
     stats_.inline_sends += inl;
-    if (!inl) {
+    if (inl) stats_.inline_bytes += frame.size();
+    if (copied) {
         stats_.copies++;
         stats_.copied_bytes += frame.size();
     }
@@ -664,7 +865,7 @@ void RdmaChannel::send_control(FrameType t) {
         f.resize(kFrameHeaderBytes);
         encode_control(f.data(), t);
     }
-    if (sq_.full() || (f.size() > max_inline_ && free_slots_.empty())) {
+    if (sq_.full() || (f.size() > max_inline_ && !ctl_free_)) {
         // Every slot (or queue entry) is waiting for its send completion: send it after the
         // next poll.
         if (std::find(pending_ctl_.begin(), pending_ctl_.end(), t) == pending_ctl_.end())
@@ -688,7 +889,10 @@ void RdmaChannel::flush_pending_control() {
 // A send WR is complete (its own signaled completion, or a later one's): give back what it
 // held.
 void RdmaChannel::reclaim(const SendQueue::Entry& e) {
-    if (e.slot != UINT32_MAX) free_slots_.push_back(e.slot);
+    if (e.slot == kCtlSlot)
+        ctl_free_ = true;
+    else if (e.slot != UINT32_MAX && !dev_->pool.release(e.slot))
+        spdlog::error("channel {} (rdma): send chunk {} returned twice", name, e.slot);
     if (e.stage_units) (void)stage_ring_.release_units(e.stage_units);
 }
 
@@ -716,66 +920,56 @@ void RdmaChannel::maybe_disconnect(int64_t now) {
     rdma_disconnect(id_);
 }
 
+// Our CQ is the device's: polling it serves every channel on it.
 void RdmaChannel::poll_cq() {
+    if (cq_ && dev_) t_.poll(*dev_);
+}
+
+void RdmaChannel::on_wc(const ibv_wc& wc) {
     if (!cq_) return;
-    ibv_cq* ev_cq = nullptr;
-    void* ctx = nullptr;
-    // Non-blocking channel fd: take every pending event (a multishot poll reports edges), then
-    // re-arm before polling so a completion after the poll raises a new event.
-    unsigned events = 0;
-    while (ibv_get_cq_event(cc_, &ev_cq, &ctx) == 0) ++events;
-    if (events) ibv_ack_cq_events(cq_, events);
-    ibv_req_notify_cq(cq_, 0);
-    stats_.cq_events++;
-    ibv_wc wc[32];
-    bool could_send = can_send();
-    for (int rounds = 0; rounds < 64 && cq_; ++rounds) {
-        int n = ibv_poll_cq(cq_, 32, wc);
-        stats_.cq_polls++;
-        if (n <= 0) break;
-        for (int i = 0; i < n && cq_; ++i) {
-            if (wc[i].status != IBV_WC_SUCCESS) {
-                if (down_) return;
-                if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
-                    down(fmt::format("completion error: {}", ibv_wc_status_str(wc[i].status)));
-                return;
-            }
-            switch (wr_kind(wc[i].wr_id)) {
-                case WrKind::Send:
-                    if (!sq_.completed(wr_index(wc[i].wr_id),
-                                       [this](const SendQueue::Entry& e) { reclaim(e); })) {
-                        down("send completion for no outstanding signaled WR");
-                        return;
-                    }
-                    break;
-                case WrKind::Recv: {
-                    auto idx = static_cast<uint32_t>(wr_index(wc[i].wr_id));
-                    core_.received(now_ns());
-                    stats_.bytes_rx += wc[i].byte_len;
-                    if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-                        uint64_t off = static_cast<uint64_t>(ntohl(wc[i].imm_data)) * kRingUnit;
-                        if (off + kFrameHeaderBytes > ring_.n) {
-                            down("large frame offset outside the ring");
-                            return;
-                        }
-                        uint32_t len = get_le<uint32_t>(ring_.p + off + 8) + kFrameHeaderBytes;
-                        auto units = my_ring_.on_frame(off, len);
-                        if (!units) {
-                            down(units.error().message);
-                            return;
-                        }
-                        handle_frame(ring_.p + off, len);
-                        my_ring_.consumed_units(units.value());
-                    } else {
-                        handle_frame(recv_.p + static_cast<size_t>(idx) * slot_bytes_,
-                                     wc[i].byte_len);
-                    }
-                    if (cq_) post_recv(idx);
-                    break;
+    if (wc.status != IBV_WC_SUCCESS) {
+        if (down_) return;
+        if (wc.status != IBV_WC_WR_FLUSH_ERR)
+            down(fmt::format("completion error: {}", ibv_wc_status_str(wc.status)));
+        return;
+    }
+    switch (wr_kind(wc.wr_id)) {
+        case WrKind::Send: {
+            // the full sequence number from its low 32 bits (outstanding WRs are < 2^32 apart)
+            uint64_t seq = (sq_.next_seq() & ~0xffffffffull) | wr_index(wc.wr_id);
+            if (seq >= sq_.next_seq()) seq -= 1ull << 32;
+            if (!sq_.completed(seq, [this](const SendQueue::Entry& e) { reclaim(e); }))
+                down("send completion for no outstanding signaled WR");
+            break;
+        }
+        case WrKind::Recv: {
+            auto idx = wr_index(wc.wr_id);
+            core_.received(now_ns());
+            stats_.bytes_rx += wc.byte_len;
+            if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+                uint64_t off = static_cast<uint64_t>(ntohl(wc.imm_data)) * kRingUnit;
+                if (off + kFrameHeaderBytes > ring_.n) {
+                    down("large frame offset outside the ring");
+                    return;
                 }
+                uint32_t len = get_le<uint32_t>(ring_.p + off + 8) + kFrameHeaderBytes;
+                auto units = my_ring_.on_frame(off, len);
+                if (!units) {
+                    down(units.error().message);
+                    return;
+                }
+                handle_frame(ring_.p + off, len);
+                my_ring_.consumed_units(units.value());
+            } else {
+                handle_frame(recv_.p + static_cast<size_t>(idx) * slot_bytes_, wc.byte_len);
             }
+            if (cq_) post_recv(idx);
+            break;
         }
     }
+}
+
+void RdmaChannel::after_poll(bool could_send) {
     if (!cq_) return;
     flush_pending_control();
     if (disconnect_at_) maybe_disconnect(now_ns());

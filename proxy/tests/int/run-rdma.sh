@@ -53,6 +53,7 @@ FAILS=0 PASSES=0
 PIDS=()
 IN_IP=10.77.0.1 EG_IP=10.77.0.2
 P_IN=18080 P_EG=17000 P_MET=17001 P_SVC=19000 P_IMET=18081
+P_EG2=17100 P_MET2=17101 P_SVC2=19100  # egress "side" and its own compute service
 URL=http://$IN_IP:$P_IN
 
 cleanup() {
@@ -109,6 +110,14 @@ address = "$EG_IP:$P_EG"
 source = "$IN_IP"              # dial from rxe0; the egress is on rxe1
 connections = 1
 
+# A second egress process: each ingress worker's channels to gpu and side share one CQ
+# (and PD and send pool) on rxe0.
+[[ingress.egress]]
+name = "side"
+address = "$EG_IP:$P_EG2"
+source = "$IN_IP"
+connections = 1
+
 [egress]
 listen = "$EG_IP:$P_EG"
 workers = 2                    # one listening cm_id shared by both workers
@@ -117,7 +126,19 @@ metrics_listen = "$EG_IP:$P_MET"
 drain_timeout_ms = 160000
 
 [[upstream]]
+name = "side"
+egress = ["side"]
+slo_p99_ms = 2000
+controller = "aimd"
+service = "$EG_IP:$P_SVC"      # side.toml: its own compute service, P_SVC2
+
+[[route]]
+prefix = "/echo/side"
+upstream = "side"
+
+[[upstream]]
 name = "compute"
+egress = ["gpu"]
 class = "latency"
 slo_p99_ms = 2000   # correctness test in a TCG guest: no SLO shedding wanted here
 controller = "aimd" # (run.sh does the same; the SLO controller has its own tests)
@@ -144,6 +165,19 @@ prefix = "/healthz"
 upstream = "compute"
 TOML
 
+# the side egress: its own file (listen, metrics, service), the same [channel]
+sed -e "s/^listen = \"$EG_IP:$P_EG\"/listen = \"$EG_IP:$P_EG2\"/" \
+    -e "s/^metrics_listen = \"$EG_IP:$P_MET\"/metrics_listen = \"$EG_IP:$P_MET2\"/" \
+    -e "s/^service = \"$EG_IP:$P_SVC\"/service = \"$EG_IP:$P_SVC2\"/" "$DIR/proxy.toml" > "$DIR/side.toml"
+
+start_side() {
+    "$COMPUTE" -l $EG_IP:$P_SVC2 -w 1 >> "$DIR/side-compute.log" 2>&1 &
+    SIDE_COMPUTE_PID=$!
+    PIDS+=($!)
+    "$PROXY" -c "$DIR/side.toml" --role egress >> "$DIR/side-egress.log" 2>&1 &
+    SIDE_PID=$!
+    PIDS+=($!)
+}
 start_compute() {
     "$COMPUTE" -l $EG_IP:$P_SVC -w 1 >> "$DIR/compute.log" 2>&1 &
     COMPUTE_PID=$!
@@ -166,8 +200,8 @@ healthz_200() { [ "$(code --max-time 2 "$URL/healthz")" = 200 ]; }
 wait_200() { wait_until 120 "200 from /healthz" healthz_200; }
 # Both ingress workers' channels up (a worker that dialled before the egress
 # listened reconnects after its backoff).
-channels_up() { [ "$(metric_sum "http://$IN_IP:$P_IMET/metrics" 'sverbs_proxy_channel_up{role="ingress"')" = 2 ]; }
-wait_channels() { wait_until 120 "2 ingress channels up" channels_up; }
+channels_up() { [ "$(metric_sum "http://$IN_IP:$P_IMET/metrics" 'sverbs_proxy_channel_up{role="ingress"')" = 4 ]; }
+wait_channels() { wait_until 120 "4 ingress channels up" channels_up; }
 raw_status() {
     exec 5<> /dev/tcp/$IN_IP/$P_IN || {
         echo 000
@@ -187,7 +221,9 @@ inflight_is() { [ "$(inflight)" = "$1" ]; }
 # draining_logged N: the egress log holds more than N "signal ...: draining" lines
 draining_logged() { [ "$(grep -c 'signal .*: draining' "$DIR/egress.log")" -gt "$1" ]; }
 stop_all() {
-    for p in ${INGRESS_PID:-} ${EGRESS_PID:-} ${COMPUTE_PID:-}; do kill -9 "$p" 2> /dev/null; done
+    for p in ${INGRESS_PID:-} ${EGRESS_PID:-} ${COMPUTE_PID:-} ${SIDE_PID:-} ${SIDE_COMPUTE_PID:-}; do
+        kill -9 "$p" 2> /dev/null
+    done
     wait 2> /dev/null
     PIDS=()
 }
@@ -249,6 +285,51 @@ drain_case() {
     check "[$m] egress drains on SIGTERM, exit $rc" [ "$rc" = 0 ]
 }
 
+# Two channels on one CQ (run_mode calls it with its label once the channels are up).
+shared_cq_case() {
+    local m=$1 c
+    # --- two channels on one CQ (issue 17, part 2): each ingress worker's channels to gpu and
+    # side share the worker's CQ on rxe0.  gpu's egress is killed while requests flow on both:
+    # every side request is answered exactly once, 200 with its own body (the side service
+    # counts each once), and every /echo request gets exactly one answer (200 or 502).
+    side_loop() {
+        local i
+        for i in $(seq 1 20); do
+            printf '%s\n' "$(curl -s --max-time 60 -w ' %{http_code}' -d "side-$i" "$URL/echo/side")"
+        done > "$DIR/side.out"
+    }
+    gpu_loop() {
+        local i
+        for i in $(seq 1 20); do code -d "gpu-$i" "$URL/echo"; echo; done > "$DIR/gpu.out"
+    }
+    side_served() { [ "$(metric_sum "http://$EG_IP:$P_MET2/metrics" 'sverbs_proxy_requests_total{role="egress"')" -ge "$1" ]; }
+    local side_before
+    side_before=$(metric_sum "http://$EG_IP:$P_MET2/metrics" 'sverbs_proxy_requests_total{role="egress"')
+    side_loop &
+    local sl=$!
+    gpu_loop &
+    local gl=$!
+    check "[$m] side requests flowing" wait_until 60 "5 side requests served" side_served $((side_before + 5))
+    kill -9 "$EGRESS_PID"
+    wait "$EGRESS_PID" 2> /dev/null
+    wait $sl $gl
+    seq 1 20 | sed 's/^\(.*\)$/side-\1 200/' > "$DIR/side.want"
+    if same_file "$DIR/side.want" "$DIR/side.out"; then
+        pass "[$m] channel torn down on a shared CQ: all 20 side requests 200 with their own body"
+    else
+        fail "[$m] channel torn down on a shared CQ: side answers differ: $(diff "$DIR/side.want" "$DIR/side.out" | grep '^>' | head -5 | tr '\n' ' ')"
+        grep -e 'channel side' -e 'completion' -e 'resize' "$DIR/ingress.log" | tail -8 | sed 's/^/#   /'
+    fi
+    c=$(metric_sum "http://$EG_IP:$P_MET2/metrics" 'sverbs_proxy_requests_total{role="egress"')
+    check "[$m] the side egress got each request once ($((c - side_before)) of 20)" [ $((c - side_before)) = 20 ]
+    c=$(grep -c -x -e 200 -e 502 "$DIR/gpu.out")
+    check "[$m] /echo while its egress died: 20 answers, each 200 or 502 ($c; $(sort "$DIR/gpu.out" | uniq -c | tr '\n' ' '))" \
+        [ "$c:$(wc -l < "$DIR/gpu.out")" = 20:20 ]
+    start_egress
+    check "[$m] 200 again after the egress restarts" wait_200
+    check "[$m] 4 channels up again" wait_channels
+}
+
 run_mode() {
     local mode=$1 m=$1 out c reqs
     if [ "$mode" = off ]; then export SVERBS=off; else unset SVERBS; fi
@@ -260,6 +341,7 @@ run_mode() {
     "$PROXY" -c "$DIR/proxy.toml" --check > /dev/null || fail "[$m] --check rejects the config"
     start_compute
     start_egress
+    start_side
     start_ingress
     if ! wait_200; then
         fail "[$m] proxy never answered 200 over RDMA"
@@ -274,7 +356,7 @@ run_mode() {
     check "[$m] egress uses libibverbs + librxe of $PREFIX" maps_prefix_rxe "$EGRESS_PID"
     wait_channels || true
     c=$(metric_sum "http://$IN_IP:$P_IMET/metrics" 'sverbs_proxy_channel_up{role="ingress"')
-    check "[$m] ingress: 2 rdma channels up (got $c)" [ "$c" = 2 ]
+    check "[$m] ingress: 4 rdma channels up, 2 per worker on one CQ (got $c)" [ "$c" = 4 ]
 
     # Reproduction knob (not used by meson): PROXY_RDMA_DRAIN_REPEAT=N runs only the egress
     # drain case, N times, each after an egress kill -9 + restart as in the full sequence.
@@ -342,6 +424,10 @@ run_mode() {
     check "[$m] 200 again after the egress restarts (channels redialled)" wait_200
     curl -s --max-time 20 --data-binary @"$DIR/big.bin" -o "$DIR/big.out2" "$URL/echo"
     check "[$m] large echo after reconnect" same_file "$DIR/big.bin" "$DIR/big.out2"
+
+    # --- two channels on one CQ (issue 17, part 2): shared_cq_case above; in mode "on" only
+    # (the layer wraps the CQ there; the case costs 15-30 s of a loaded guest).
+    if [ "$mode" = on ]; then shared_cq_case "$m"; fi
 
     # --- compute killed: 502 from the egress, restart
     kill -9 "$COMPUTE_PID"

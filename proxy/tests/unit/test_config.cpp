@@ -64,6 +64,7 @@ void test_good() {
     CU_ASSERT_EQUAL(c.ingress.workers, 3u);
     CU_ASSERT_EQUAL(c.ingress.max_body_bytes, 64u << 10);
     CU_ASSERT_EQUAL(c.ingress.max_header_bytes, 8192u);  // default kept
+    CU_ASSERT_EQUAL(c.channel.rdma_pool_chunks, 128u);   // default: the send pool is bounded
     CU_ASSERT_EQUAL(c.ingress.egress.size(), 2u);
     CU_ASSERT_EQUAL(c.ingress.egress[0].connections, 2u);
     CU_ASSERT(c.ingress.egress[1].address.kind == Endpoint::Kind::Unix);
@@ -123,6 +124,9 @@ void test_errors_name_line() {
         "[egress]\nlisten = \"127.0.0.1:1\"\n[[upstream]]\nname = \"a\"\n[[route]]\nprefix = "
         "\"/x\"\nupstream = \"b\"\n",
         "t.toml:5:", "unknown upstream 'b'");
+    // a send pool of one chunk (or none) on line 2
+    expect_error("[channel]\nrdma_pool_chunks = 1\n[egress]\nlisten=\"a:1\"\n",
+                 "t.toml:2:", "out of range");
     // bad transport on line 2
     expect_error("[channel]\ntransport = \"carrier-pigeon\"\n", "t.toml:2:", "transport");
     // neither role

@@ -1,5 +1,6 @@
 // Channel framing: round trips, header validation, truncation.
 #include <string>
+#include <vector>
 
 #include "cunit_main.hpp"
 #include "frame.hpp"
@@ -82,6 +83,39 @@ void test_requests_roundtrip() {
     CU_ASSERT_FALSE(rr.trailing_garbage());
 }
 
+// A frame assembled in a fixed (registered) buffer is byte for byte the frame assembled in a
+// std::string, its size is what request_size() said, and one that does not fit is flagged.
+void test_span_builder() {
+    RequestRecord r1{0x0000000500000001ull, 0, "POST", "/echo", "Host: a\r\n", "hello"};
+    RequestRecord r2{0x0000000700000002ull, 7, "GET", "/x?y=1", "", ""};
+    std::string s;
+    FrameBuilder fb(s);
+    fb.begin_requests("up");
+    fb.add_request(r1);
+    fb.add_request(r2);
+    auto want = fb.finish();
+    const size_t predicted = FrameBuilder::requests_overhead("up") +
+                             FrameBuilder::request_size(r1) + FrameBuilder::request_size(r2);
+    CU_ASSERT_EQUAL(want.size(), predicted);
+    std::vector<char> mem(predicted);
+    SpanBuf sb(mem.data(), mem.size());
+    SpanFrameBuilder sfb(sb);
+    sfb.begin_requests("up");
+    sfb.add_request(r1);
+    sfb.add_request(r2);
+    auto got = sfb.finish();
+    CU_ASSERT_FALSE(sb.overflowed());
+    CU_ASSERT_EQUAL(got.data(), mem.data());  // in place: no copy of its own
+    CU_ASSERT(got == want);
+    SpanBuf small(mem.data(), predicted - 1);
+    SpanFrameBuilder tight(small);
+    tight.begin_requests("up");
+    tight.add_request(r1);
+    tight.add_request(r2);
+    CU_ASSERT_TRUE(small.overflowed());
+    CU_ASSERT_TRUE(small.size() < predicted);
+}
+
 void test_responses_and_truncation() {
     std::string buf;
     FrameBuilder fb(buf);
@@ -142,6 +176,7 @@ int main() {
         {"header validation", test_header_rejects},
         {"requests round trip", test_requests_roundtrip},
         {"responses and truncation", test_responses_and_truncation},
+        {"frame assembled in a fixed buffer", test_span_builder},
         {"hello", test_hello},
     };
     return run_cunit_suite("frame", tests);
