@@ -329,48 +329,39 @@ int sverbs_post_send_checked(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	return EINVAL;
 }
 
+/* The receives before the reserved wr_id: to qp (post) or to srq. */
+static int recv_checked(struct ibv_qp *qp, struct ibv_srq *srq,
+			struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr,
+			sverbs_post_recv_fn post, sverbs_post_srq_recv_fn spost)
+{
+	struct ibv_recv_wr one, *bad, *list = wr;
+	int ret = 0;
+
+	if (!sverbs_recv_list_reserved(wr))
+		return qp ? post(qp, list, bad_wr) : spost(srq, list, bad_wr);
+	for (; !sverbs_wr_id_reserved(wr->wr_id); wr = wr->next) {
+		one = *wr;
+		one.next = NULL;
+		ret = qp ? post(qp, &one, &bad) : spost(srq, &one, &bad);
+		if (ret)
+			break;
+	}
+	*bad_wr = wr;
+	return ret ? ret : EINVAL;
+}
+
 int sverbs_post_recv_checked(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 			     struct ibv_recv_wr **bad_wr,
 			     sverbs_post_recv_fn post)
 {
-	struct ibv_recv_wr one, *bad;
-	int ret;
-
-	if (!sverbs_recv_list_reserved(wr))
-		return post(qp, wr, bad_wr);
-	for (; !sverbs_wr_id_reserved(wr->wr_id); wr = wr->next) {
-		one = *wr;
-		one.next = NULL;
-		ret = post(qp, &one, &bad);
-		if (ret) {
-			*bad_wr = wr;
-			return ret;
-		}
-	}
-	*bad_wr = wr;
-	return EINVAL;
+	return recv_checked(qp, NULL, wr, bad_wr, post, NULL);
 }
 
 int sverbs_post_srq_recv_checked(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 				 struct ibv_recv_wr **bad_wr,
 				 sverbs_post_srq_recv_fn post)
 {
-	struct ibv_recv_wr one, *bad;
-	int ret;
-
-	if (!sverbs_recv_list_reserved(wr))
-		return post(srq, wr, bad_wr);
-	for (; !sverbs_wr_id_reserved(wr->wr_id); wr = wr->next) {
-		one = *wr;
-		one.next = NULL;
-		ret = post(srq, &one, &bad);
-		if (ret) {
-			*bad_wr = wr;
-			return ret;
-		}
-	}
-	*bad_wr = wr;
-	return EINVAL;
+	return recv_checked(NULL, srq, wr, bad_wr, NULL, post);
 }
 
 int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
