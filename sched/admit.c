@@ -245,8 +245,7 @@ int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 
 	/* leaving pass-through: the queue it leaves for, made now, unlocked */
 	if (atomic_load_explicit(&sqp->fast.pt, memory_order_acquire)) {
-		/* no priority before a reserved wr_id: pass-through refuses it
-		 */
+		/* a reserved wr_id, no priority before it: refused here */
 		if (!(sverbs_list_scan(wr) & SVERBS_SCAN_PRIO))
 			return sverbs_post_send_checked(sqp->qp, wr, bad_wr,
 							sqp->ad->post_send);
