@@ -1996,6 +1996,24 @@ static void pt_setup(int cap)
 	mkqp(0, cap, false);
 }
 
+/* A list of three WRITEs of sge, wr_ids 10..12; signaled: all, or the last. */
+static void write_list3(struct ibv_send_wr *wr, struct ibv_sge *sge,
+			bool all_signaled)
+{
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		wr[i].wr_id = 10 + i;
+		wr[i].sg_list = sge;
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_RDMA_WRITE;
+		wr[i].wr.rdma.remote_addr = RADDR;
+		wr[i].send_flags =
+			all_signaled || i == 2 ? IBV_SEND_SIGNALED : 0;
+		wr[i].next = i < 2 ? &wr[i + 1] : NULL;
+	}
+}
+
 /*
  * Unmarked WRs on a QP in pass-through: the provider gets them as posted
  * (own wr_id, SGE array, signaling; one doorbell per call), refuses past
@@ -2013,15 +2031,7 @@ static void test_pt_untouched(void)
 	pt_setup(16);
 	CU_ASSERT_TRUE(atomic_load(&sqp[0]->fast.pt));
 	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 0);
-	for (i = 0; i < 3; i++) {
-		wr[i].wr_id = 10 + i;
-		wr[i].sg_list = &sge;
-		wr[i].num_sge = 1;
-		wr[i].opcode = IBV_WR_RDMA_WRITE;
-		wr[i].wr.rdma.remote_addr = RADDR;
-		wr[i].send_flags = i == 2 ? IBV_SEND_SIGNALED : 0;
-		wr[i].next = i < 2 ? &wr[i + 1] : NULL;
-	}
+	write_list3(wr, &sge, false);
 	db = fk->doorbells;
 	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), 0);
 	CU_ASSERT_EQUAL(fk->doorbells, db + 1);
@@ -2679,15 +2689,7 @@ static void test_wr_id_reserved(void)
 	int i, n;
 
 	pt_setup(16);
-	for (i = 0; i < 3; i++) {
-		wr[i].wr_id = 10 + i;
-		wr[i].sg_list = &sge;
-		wr[i].num_sge = 1;
-		wr[i].opcode = IBV_WR_RDMA_WRITE;
-		wr[i].wr.rdma.remote_addr = RADDR;
-		wr[i].send_flags = IBV_SEND_SIGNALED;
-		wr[i].next = i < 2 ? &wr[i + 1] : NULL;
-	}
+	write_list3(wr, &sge, true);
 	/* the QP's first internal wr_id */
 	wr[1].wr_id = sqp[0]->seq_base;
 	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), EINVAL);
