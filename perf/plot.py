@@ -83,7 +83,10 @@ def plot_rate(doc, outdir, name):
     if not rows:
         return []
     fig, ax = plt.subplots(figsize=(7, 4))
-    labels = ["%sT x %s/post" % (r["stock"].get("threads", "?"), r["stock"].get("post_list", "?"))
+    # the sverbs side's budget, when it has one (the "b" configs)
+    labels = ["%sT x %s/post%s" % (r["stock"].get("threads", "?"), r["stock"].get("post_list", "?"),
+                                   "\nsverbs: budget %s µs" % r["sverbs"]["budget_us"]
+                                   if r["sverbs"].get("budget_us") else "")
               for r in rows]
     series = {s: [r[s]["kpps"] for r in rows] for s in ("stock", "sverbs")}
     dots = {s: [r[s]["kpps_runs"] for r in rows] for s in ("stock", "sverbs")}
