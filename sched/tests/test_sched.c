@@ -2757,6 +2757,62 @@ static void test_wr_id_reserved(void)
 }
 
 /*
+ * 16.9 on a QP that stays stock: it leaves pass-through for the queue but
+ * the CQ has no headroom left (no resize), so the QP stays stock
+ * (sv_qp_leave_prepare: EAGAIN).  A reserved wr_id is refused there too,
+ * the WRs before it reach the provider, and *bad_wr points at it.
+ */
+static void test_wr_id_reserved_stock_qp(void)
+{
+	struct ibv_sge sge = { LADDR, 100, 7 };
+	struct ibv_send_wr wr[3] = {}, *bad = NULL;
+	struct ibv_wc wc[16];
+	int i, n;
+
+	cfg_default();
+	cfg.slice_always = false;
+	cfg.passthrough = true;
+	cfg.cq_headroom = 4;
+	setup(16);
+	fk->resize_fails = true;
+	/* three QPs take the headroom (a priority takes each to the queue) */
+	for (i = 0; i < 3; i++) {
+		CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(i, 8, false));
+		CU_ASSERT_EQUAL(post(sqp[i], 1 + i, IBV_WR_SEND, 8,
+				     IBV_SEND_SIGNALED | SVERBS_PRIO(0)),
+				0);
+		CU_ASSERT_FALSE(atomic_load(&sqp[i]->fast.pt));
+		CU_ASSERT_EQUAL(drain(i, wc, 16), 1);
+	}
+	/* the fourth finds none: it stays stock */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(3, 8, false));
+	write_list3(wr, &sge, true);
+	wr[0].send_flags |= SVERBS_PRIO(0);
+	wr[1].wr_id = SVERBS_WR_ID_RESERVED_MIN + 7;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[3], wr, &bad), EINVAL);
+	CU_ASSERT_PTR_EQUAL(bad, &wr[1]);
+	CU_ASSERT_TRUE(atomic_load(&sqp[3]->fast.stock));
+	CU_ASSERT_EQUAL_FATAL(fk->sq[3].posted, 1);
+	CU_ASSERT_EQUAL(fk_wqe(3, 0)->wr.wr_id, 10);
+	/* the application's list is untouched (posted one WR at a time) */
+	CU_ASSERT_PTR_EQUAL(wr[0].next, &wr[1]);
+	/* WR 10's completion, the stock QP's own */
+	n = drain(3, wc, 16);
+	CU_ASSERT_EQUAL_FATAL(n, 1);
+	CU_ASSERT(wc[0].wr_id == 10 && wc[0].status == IBV_WC_SUCCESS);
+	/* without the reserved wr_id the whole list goes, as stock */
+	wr[1].wr_id = 11;
+	bad = NULL;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[3], wr, &bad), 0);
+	CU_ASSERT_EQUAL(fk->sq[3].posted, 4);
+	CU_ASSERT_EQUAL(drain(3, wc, 16), 3);
+	/* a stock QP's WRs go as posted, priority bits included, as with
+	 * SVERBS=off (docs/semantics.md): WR 10, twice */
+	CU_ASSERT_EQUAL(fk->leaks, 2);
+	teardown();
+}
+
+/*
  * 16.10: arming is O(1) in the number of QPs.  QPs whose queued work waits
  * behind a signaled WQE in flight need nothing from the arm (that WQE's
  * completion raises the event); only QPs holding WRs for a bigger batch or
@@ -3306,6 +3362,8 @@ int main(void)
 		  test_wr_id_internal_recv_err },
 		{ "16.9 a reserved wr_id fails its post, on every path",
 		  test_wr_id_reserved },
+		{ "16.9 a reserved wr_id on a QP that stays stock",
+		  test_wr_id_reserved_stock_qp },
 		{ "16.6 the error nop is the provider's no-op",
 		  test_err_nop_is_providers },
 	};
