@@ -45,6 +45,7 @@ struct mwr {
 	bool inl;
 	uint8_t level;
 	bool fenced, signaled, marked, invalid;
+	bool reserved; /* posted with a wr_id of the layer's range: refused */
 	uint64_t pseq;
 	uint8_t st;
 	/* the hardware's view */
@@ -959,6 +960,17 @@ static uint8_t level_of(const struct mwr *w, unsigned int flags)
 	return (uint8_t)M->cfg.default_prio;
 }
 
+/* A wr_id of the layer's range: its two ends, or one inside. */
+static uint64_t pick_reserved_wr_id(void)
+{
+	if (chance(20))
+		return SVERBS_WR_ID_RESERVED_MIN;
+	if (chance(25))
+		return SVERBS_WR_ID_RESERVED_MAX;
+	return SVERBS_WR_ID_RESERVED_MIN + 1 +
+	       ((uint64_t)rnd(UINT32_MAX) << 16);
+}
+
 /* Build one WR (its model record and its ibv_send_wr). */
 static uint32_t make_wr(struct mqp *q, struct ibv_send_wr *wr,
 			struct ibv_sge *sge)
@@ -1043,8 +1055,18 @@ static uint32_t make_wr(struct mqp *q, struct ibv_send_wr *wr,
 	w->level = level_of(w, flags);
 	w->st = W_PENDING;
 
+	/*
+	 * now and then a wr_id of the layer's range (sverbs.h): refused with
+	 * EINVAL at that WR on every path of a QP the layer manages (a QP it
+	 * left stock posts to the provider directly here, see app_post)
+	 */
+	if (q->managed && chance(1))
+		w->reserved = true;
+
 	memset(wr, 0, sizeof(*wr));
 	wr->wr_id = w->wr_id;
+	if (w->reserved)
+		wr->wr_id = pick_reserved_wr_id();
 	wr->opcode = w->op;
 	wr->send_flags = flags;
 	wr->sg_list = sge;
@@ -1153,6 +1175,10 @@ static void post_list(struct mqp *q)
 			mismatch("qp %u: post_send took WR %llu that stock "
 				 "refuses (EINVAL)",
 				 q->qp_num, (unsigned long long)w->wr_id);
+		if (k < bad_k && w->reserved)
+			mismatch("qp %u: post_send took WR %llu with a "
+				 "reserved wr_id",
+				 q->qp_num, (unsigned long long)w->wr_id);
 		if (k >= bad_k && w->nwqe)
 			mismatch("qp %u: post_send refused WR %llu, which "
 				 "reached the hardware",
@@ -1170,7 +1196,9 @@ static void post_list(struct mqp *q)
 		struct mwr *w = wr_at(ids[bad_k]);
 		bool full = held + (uint32_t)bad_k >= q->cap;
 
-		if (w->invalid && ret == EINVAL)
+		if (w->reserved && ret == EINVAL)
+			M->res->reserved++; /* the layer's wr_id range */
+		else if (w->invalid && ret == EINVAL)
 			; /* stock's check */
 		else if (w->refused_err && w->refused_now &&
 			 ret == w->refused_err)

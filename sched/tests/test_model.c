@@ -45,13 +45,16 @@ static unsigned int parse_known(const char *s)
 	return bits;
 }
 
+/* posts the last run_many saw refused at a reserved wr_id */
+static uint64_t reserved_refused;
+
 /* Runs from first_seed on until total WRs; returns the failing runs. */
 static int run_many(uint64_t first_seed, uint64_t total, uint64_t per_run,
 		    unsigned int known, bool timing, bool quiet)
 {
 	struct model_result r;
 	struct model_opts o = {};
-	uint64_t wrs = 0, cqes = 0, wqes = 0, faults = 0, seed;
+	uint64_t wrs = 0, cqes = 0, wqes = 0, faults = 0, reserved = 0, seed;
 	struct timespec t0, t1;
 	int bad = 0, runs = 0;
 
@@ -76,18 +79,22 @@ static int run_many(uint64_t first_seed, uint64_t total, uint64_t per_run,
 		cqes += r.completions;
 		wqes += r.wqes;
 		faults += r.faults;
+		reserved += r.reserved;
 		runs++;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	reserved_refused = reserved;
 	if (!quiet || bad)
 		printf("model: %d runs (seeds %llu..%llu), %llu WRs, %llu "
 		       "WQEs, "
-		       "%llu completions, %llu faults, %d failing runs, "
+		       "%llu completions, %llu faults, %llu reserved wr_ids "
+		       "refused, %d failing runs, "
 		       "%.1f s\n",
 		       runs, (unsigned long long)first_seed,
 		       (unsigned long long)seed - 1, (unsigned long long)wrs,
 		       (unsigned long long)wqes, (unsigned long long)cqes,
-		       (unsigned long long)faults, bad,
+		       (unsigned long long)faults, (unsigned long long)reserved,
+		       bad,
 		       (double)(t1.tv_sec - t0.tv_sec) +
 			       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	return bad;
@@ -97,6 +104,8 @@ static int run_many(uint64_t first_seed, uint64_t total, uint64_t per_run,
 static void test_model_short(void)
 {
 	CU_ASSERT_EQUAL(run_many(1, 50000, 2000, 0, false, false), 0);
+	/* the model's reserved wr_ids were posted, and refused */
+	CU_ASSERT(reserved_refused > 0);
 }
 
 /* Budgeted batching and the adaptive slicer: the same rules hold. */
