@@ -6,15 +6,21 @@ is made about ordering ACROSS priority levels (small and large WRs may sit in
 different levels when the layer is on); within one size class (one level)
 completions must come in posting order.
 """
+import errno
 import unittest
 
 import pyverbs.enums as e
+from pyverbs.pyverbs_error import PyverbsRDMAError
 
 from sverbs_testlib import (RCPair, assert_no_more, describe, imm_byte_len,
-                            pattern, poll, post_recv, post_send)
+                            layer_expected_on, pattern, poll, post_recv,
+                            post_send)
 
 KIB = 1024
 MIB = 1024 * KIB
+# <infiniband/sverbs.h>: SVERBS_WR_ID_RESERVED_MIN/_MAX, the layer's wr_ids
+WR_ID_RESERVED_MIN = 0x5356_0000_0000_0000
+WR_ID_RESERVED_MAX = 0x5356_FFFF_FFFF_FFFF
 
 
 class RCTestCase(unittest.TestCase):
@@ -157,6 +163,36 @@ class TestRCBasic(RCTestCase):
         for i in range(n):
             self.assertEqual(self.b.mr.read(size, 1 * MIB + i * size),
                              pattern(size, 50 + i), f"write {i}")
+
+    def test_reserved_wr_id(self):
+        """docs/semantics.md: with the layer on, a post whose wr_id is in
+        the layer's range fails with EINVAL (send and receive) and the QP
+        keeps working; with it off nothing is refused and the completion
+        carries that wr_id, as stock."""
+        size = 4 * KIB
+        self.a.mr.write(pattern(size, 60), size, 0)
+        ids = (WR_ID_RESERVED_MIN, WR_ID_RESERVED_MAX)
+        if layer_expected_on():
+            for wr_id in ids:
+                with self.assertRaises(PyverbsRDMAError) as cm:
+                    post_send(self.a, wr_id, e.IBV_WR_RDMA_WRITE, 0, size,
+                              remote=self.b, remote_offset=1 * MIB)
+                self.assertEqual(cm.exception.error_code, errno.EINVAL)
+                with self.assertRaises(PyverbsRDMAError) as cm:
+                    post_recv(self.b, wr_id, 0, size)
+                self.assertEqual(cm.exception.error_code, errno.EINVAL)
+            assert_no_more(self, self.b)
+        # the QP still works (layer on); stock takes the wr_id (layer off)
+        sent = (600,) if layer_expected_on() else ids
+        for wr_id in sent:
+            post_send(self.a, wr_id, e.IBV_WR_RDMA_WRITE, 0, size,
+                      remote=self.b, remote_offset=1 * MIB)
+        wcs = poll(self.a, len(sent))
+        self.assertEqual(sorted(w.wr_id for w in wcs), sorted(sent))
+        for w in wcs:
+            self.assertWC(w, w.wr_id, e.IBV_WC_RDMA_WRITE)
+        assert_no_more(self, self.a)
+        self.assertEqual(self.b.mr.read(size, 1 * MIB), pattern(size, 60))
 
     def test_assert_no_more_sees_a_pending_completion(self):
         """The drain helper itself: a completion that is still to come when
