@@ -431,7 +431,10 @@ int configure(int argc, char** argv, int size, bool print, Config& cfg) {
     std::vector<std::string> args(argv, argv + argc);
     args.insert(args.begin() + 1, {"--mode", "bmr"});
     try {
-        cfg = parse_cli(args);
+        cfg = parse_cli(args, {"sverbs-bmr",
+                               "broadcast-multiply-roll matrix multiplication on a "
+                               "sqrt(N) x sqrt(N) grid of MPI ranks, blocks over verbs "
+                               "(or MPI), timed against the model (docs/flowgen.md)"});
         cfg.mode = "bmr";
         cfg.procs = static_cast<uint32_t>(size);
         check(cfg);

@@ -312,7 +312,7 @@ void apply_toml(Config& cfg, const std::string& text, const std::string& where) 
     }
 }
 
-Config parse_cli(const std::vector<std::string>& args) {
+Config parse_cli(const std::vector<std::string>& args, const Banner& banner) {
     Config cfg;
     // The TOML file first, so that flags override it.
     for (size_t i = 1; i < args.size(); i++) {
@@ -328,10 +328,7 @@ Config parse_cli(const std::vector<std::string>& args) {
         ss << in.rdbuf();
         apply_toml(cfg, ss.str(), file);
     }
-    CLI::App app{
-        "sverbs-flowgen: users x services RDMA flows, one RC QP each over rdma_cm, "
-        "with per-flow statistics (docs/flowgen.md)",
-        "sverbs-flowgen"};
+    CLI::App app{banner.name + ": " + banner.what, banner.name};
     std::string config_file, weights;
     app.add_option("-c,--config", config_file, "TOML file (flags override it)");
     app.add_option("--mode", cfg.mode, "client | server | bmr")

@@ -93,7 +93,14 @@ struct ExitRequest {
     int code;
     std::string text;
 };
-Config parse_cli(const std::vector<std::string>& args);
+// The program's banner in --help (sverbs-bmr parses the same flags).
+struct Banner {
+    std::string name = "sverbs-flowgen";
+    std::string what =
+        "users x services RDMA flows, one RC QP each over rdma_cm, with per-flow "
+        "statistics (docs/flowgen.md)";
+};
+Config parse_cli(const std::vector<std::string>& args, const Banner& banner = {});
 // A TOML document (toml++) into cfg; throws ConfigError with the line.
 void apply_toml(Config& cfg, const std::string& text, const std::string& where);
 

@@ -210,6 +210,16 @@ void test_cli() {
     } catch (const ExitRequest& e) {
         CU_ASSERT_EQUAL(e.code, 0);
         CU_ASSERT(has(e.text, "--services"));
+        CU_ASSERT_EQUAL(e.text.rfind("sverbs-flowgen: users x services", 0), 0u);
+    }
+    // sverbs-bmr parses the same flags under its own name
+    try {
+        parse_cli({"sverbs-bmr", "--help"}, {"sverbs-bmr", "matrix multiplication"});
+        CU_FAIL("--help did not ask to exit");
+    } catch (const ExitRequest& e) {
+        CU_ASSERT_EQUAL(e.text.rfind("sverbs-bmr: matrix multiplication", 0), 0u);
+        CU_ASSERT(!has(e.text, "sverbs-flowgen"));
+        CU_ASSERT(has(e.text, "Usage: sverbs-bmr"));
     }
 }
 
