@@ -20,9 +20,21 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 here = os.path.dirname(os.path.abspath(__file__))
+
+
+def default_fit_bin():
+    """sverbs-bmr-fit of the checkout's build (flowgen/ -> build/flowgen/),
+    else of the installed prefix (share/sverbs/flowgen/ -> bin/), else PATH."""
+    for c in (os.path.join(here, "..", "build", "flowgen", "sverbs-bmr-fit"),
+              os.path.join(here, "..", "..", "..", "bin", "sverbs-bmr-fit")):
+        if os.access(c, os.X_OK):
+            return os.path.normpath(c)
+    return "sverbs-bmr-fit"
+
+
 ap = argparse.ArgumentParser(description=__doc__)
 ap.add_argument("--out", required=True, help="directory for fit.json, model.png, model.md")
-ap.add_argument("--fit-bin", default=os.path.join(here, "..", "build", "flowgen", "sverbs-bmr-fit"))
+ap.add_argument("--fit-bin", default=default_fit_bin())
 ap.add_argument("runs", nargs="+", help="sverbs-bmr --json results")
 a = ap.parse_args()
 

@@ -54,6 +54,10 @@ if [ "${3:-}" != --guest ]; then
 		check "$b loads $P's libraries (RUNPATH \$ORIGIN/../lib)" \
 			test "$(patchelf --print-rpath "$X$P/bin/$b" 2>/dev/null)" = '$ORIGIN/../lib'
 	done
+	for f in bin/sverbs-bmr-fit share/sverbs/flowgen/plot-model.py share/sverbs/flowgen/plot-run.py \
+		share/sverbs/flowgen/fairness-summary.py; do
+		check "$f is in the sverbs-flowgen package" grep -q " \./opt/sverbs/$f\$" <<<"$fgls"
+	done
 	check "sverbs-proxy loads $P's libibverbs (RUNPATH \$ORIGIN/../lib)" \
 		test "$(patchelf --print-rpath "$X$P/bin/sverbs-proxy")" = '$ORIGIN/../lib'
 	check "the systemd unit is packaged" test -f "$X/lib/systemd/system/sverbs-proxy@.service"
@@ -187,13 +191,26 @@ for b in sverbs-flowgen sverbs-bmr; do
 		echo 0 >"$T/$b.rc" || echo $? >"$T/$b.rc"
 	# (the loader names it by RUNPATH: $P/bin/../lib/...)
 	inits=$(cat "$T/$b".ld.* 2>/dev/null | sed -n 's/.*calling init: //p' | xargs -r realpath -ms)
-	if [ "$(rc $b)" = 0 ] && grep -q 'Usage' "$T/$b.out" && grep -qx "$P/lib/libibverbs.so.1" <<<"$inits"; then
-		pass "$b --help: exit 0, libibverbs from $P"
+	if [ "$(rc $b)" = 0 ] && grep -q 'Usage' "$T/$b.out" && grep -q "^$b: " "$T/$b.out" &&
+		grep -qx "$P/lib/libibverbs.so.1" <<<"$inits"; then
+		pass "$b --help: exit 0, its own banner, libibverbs from $P"
 	else
-		fail "$b --help: exit $(rc $b), libibverbs from: $(grep libibverbs.so <<<"$inits" | tr '\n' ' ')"
+		fail "$b --help: exit $(rc $b), banner '$(head -n 1 "$T/$b.out")', libibverbs from: $(grep libibverbs.so <<<"$inits" | tr '\n' ' ')"
 		tail -n 15 "$T/$b.out" | sed 's/^/#   /'
 	fi
 done
+
+# ---- the model check from the installed tree: plot-model.py finds the
+# installed sverbs-bmr-fit (no checkout on a cluster) and fits the BMR runs
+# kept in perf/results
+runs=("$SRCROOT"/perf/results/flowgen-bmr-model/runs/bmr-*.json)
+if [ -f "${runs[0]}" ] && timeout 120 $P/share/sverbs/flowgen/plot-model.py --out "$T/model" "${runs[@]}" \
+	>"$T/model.out" 2>&1 && [ -s "$T/model/model.png" ] && grep -q '^T_comm' "$T/model.out"; then
+	pass "plot-model.py from $P fits ${#runs[@]} BMR runs with $P's sverbs-bmr-fit"
+else
+	fail "plot-model.py from $P (runs: ${#runs[@]})"
+	tail -n 15 "$T/model.out" 2>/dev/null | sed 's/^/#   /'
+fi
 
 # ---- per program: sverbs-run
 out=$($P/bin/sverbs-run --check 2>&1) && pass "sverbs-run --check: sverbs" ||
