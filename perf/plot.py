@@ -78,15 +78,23 @@ def plot_hol(doc, outdir, name):
     return made
 
 
+def side_label(sv):
+    """What the sverbs side ran with, when it is not the default: a budget
+    (the "b" configs) or the queue path (the "q" configs)."""
+    if sv.get("budget_us"):
+        return "\nsverbs: budget %s µs" % sv["budget_us"]
+    if sv.get("path"):
+        return "\nsverbs: %s path" % sv["path"]
+    return ""
+
+
 def plot_rate(doc, outdir, name):
     rows = [r for r in doc["summary"].get("rate", []) if r["kind"] == "rate"]
     if not rows:
         return []
     fig, ax = plt.subplots(figsize=(7, 4))
-    # the sverbs side's budget, when it has one (the "b" configs)
     labels = ["%sT x %s/post%s" % (r["stock"].get("threads", "?"), r["stock"].get("post_list", "?"),
-                                   "\nsverbs: budget %s µs" % r["sverbs"]["budget_us"]
-                                   if r["sverbs"].get("budget_us") else "")
+                                   side_label(r["sverbs"]))
               for r in rows]
     series = {s: [r[s]["kpps"] for r in rows] for s in ("stock", "sverbs")}
     dots = {s: [r[s]["kpps_runs"] for r in rows] for s in ("stock", "sverbs")}
