@@ -107,39 +107,19 @@ void Egress::complete(Job* j, int status, std::string_view headers, std::string_
         size_t sz = FrameBuilder::response_size(r);
         if (o.count > 0 &&
             (o.frame().size() + sz > cfg_->channel.max_frame_bytes || o.count == 65535)) {
-            o.spill();
-            // finish() needs the builder's count: rebuild header in place.
-            FrameHeader h;
-            h.type = FrameType::Responses;
-            h.count = o.count;
-            h.length = static_cast<uint32_t>(o.cur.size() - kFrameHeaderBytes);
-            encode_header(o.cur.data(), h);
-            o.ready.push_back(std::move(o.cur));
-            o.cur.clear();
-            o.count = 0;
+            o.seal();
+            o.park();
         }
         if (o.count == 0) {
             // Assemble the answers in registered memory when the transport lends a chunk
             // (RDMA): the frame then leaves without a copy.
             std::span<char> reg = o.ch->frame_buffer(kFrameHeaderBytes + sz);
             o.in_reg = !reg.empty();
-            if (o.in_reg) {
-                o.reg = SpanBuf(reg.data(), reg.size());
-                SpanFrameBuilder fb(o.reg);
-                fb.begin(FrameType::Responses);
-            } else {
-                FrameBuilder fb(o.cur);
-                fb.begin(FrameType::Responses);
-            }
+            if (o.in_reg) o.reg = SpanBuf(reg.data(), reg.size());
+            o.build([](auto& fb) { fb.begin(FrameType::Responses); });
         }
         if (o.in_reg && o.reg.size() + sz > o.reg.capacity()) o.spill();  // outgrew the chunk
-        if (o.in_reg) {
-            SpanFrameBuilder fb(o.reg);
-            fb.add_response(r);
-        } else {
-            FrameBuilder fb(o.cur);
-            fb.add_response(r);
-        }
+        o.build([&r](auto& fb) { fb.add_response(r); });
         m_.count_copy(CopyStage::Frame, sz);
         o.count++;
     }
@@ -156,12 +136,7 @@ void Egress::flush_out() {
         ChanOut& o = it->second;
         ++it;  // a failed send() may take the channel down: on_channel_down erases o
         if (o.count > 0) {
-            FrameHeader h;
-            h.type = FrameType::Responses;
-            h.count = o.count;
-            h.length = static_cast<uint32_t>(o.frame().size() - kFrameHeaderBytes);
-            encode_header(o.frame_data(), h);
-            o.count = 0;
+            o.seal();
             if (o.ready.empty() && o.ch->can_send()) {
                 auto st = o.ch->send(o.frame(), 0);
                 if (!outs_.contains(id)) continue;  // channel lost: the ingress answers 502
@@ -172,9 +147,7 @@ void Egress::flush_out() {
                 }
             }
             // No credit (or, on RDMA, no room in the peer's large-frame ring): keep it.
-            o.spill();
-            o.ready.push_back(std::move(o.cur));
-            o.cur.clear();
+            o.park();
         }
         while (!o.ready.empty() && o.ch->can_send()) {
             auto st = o.ch->send(o.ready.front(), 0);

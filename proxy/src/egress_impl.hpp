@@ -98,6 +98,32 @@ struct ChanOut {
         cur.assign(reg.data(), reg.size());
         in_reg = false;
     }
+    // Runs f on a frame builder over the frame being built, in the chunk or in `cur`.
+    template <class F>
+    void build(F&& f) {
+        if (in_reg) {
+            SpanFrameBuilder fb(reg);
+            f(fb);
+        } else {
+            FrameBuilder fb(cur);
+            f(fb);
+        }
+    }
+    // Ends the frame being built: its header gets the length and count.
+    void seal() {
+        FrameHeader h;
+        h.type = FrameType::Responses;
+        h.count = count;
+        h.length = static_cast<uint32_t>(frame().size() - kFrameHeaderBytes);
+        encode_header(frame_data(), h);
+        count = 0;
+    }
+    // A sealed frame that cannot go now waits in `ready` (out of the chunk).
+    void park() {
+        spill();
+        ready.push_back(std::move(cur));
+        cur.clear();
+    }
 };
 
 class Egress final : public ChannelEvents, public WorkerBase {
