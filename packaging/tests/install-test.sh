@@ -49,14 +49,13 @@ if [ "${3:-}" != --guest ]; then
 	done
 	fg=("$OUT"/sverbs-flowgen_*_amd64.deb)
 	fgls=$(dpkg-deb -c "${fg[0]}" 2>/dev/null || true) # (a variable: grep -q on a pipe would SIGPIPE dpkg-deb)
+	for f in bin/sverbs-flowgen bin/sverbs-bmr bin/sverbs-bmr-fit share/sverbs/flowgen/plot-model.py \
+		share/sverbs/flowgen/plot-run.py share/sverbs/flowgen/fairness-summary.py; do
+		check "$f is in the sverbs-flowgen package" grep -q " \./opt/sverbs/$f\$" <<<"$fgls"
+	done
 	for b in sverbs-flowgen sverbs-bmr; do
-		check "$b is in the sverbs-flowgen package" grep -q " \./opt/sverbs/bin/$b\$" <<<"$fgls"
 		check "$b loads $P's libraries (RUNPATH \$ORIGIN/../lib)" \
 			test "$(patchelf --print-rpath "$X$P/bin/$b" 2>/dev/null)" = '$ORIGIN/../lib'
-	done
-	for f in bin/sverbs-bmr-fit share/sverbs/flowgen/plot-model.py share/sverbs/flowgen/plot-run.py \
-		share/sverbs/flowgen/fairness-summary.py; do
-		check "$f is in the sverbs-flowgen package" grep -q " \./opt/sverbs/$f\$" <<<"$fgls"
 	done
 	check "sverbs-proxy loads $P's libibverbs (RUNPATH \$ORIGIN/../lib)" \
 		test "$(patchelf --print-rpath "$X$P/bin/sverbs-proxy")" = '$ORIGIN/../lib'
