@@ -15,28 +15,29 @@ void sverbs_batch_init(struct sverbs_batch *b, uint32_t budget_us)
 	b->target = SVERBS_BATCH_MAX_TARGET;
 }
 
+uint64_t sverbs_batch_gap_ewma(uint64_t budget_ns, uint64_t ewma_ns,
+			       uint64_t gap_ns)
+{
+	/*
+	 * A gap of a budget or more says only "no batch would have formed":
+	 * counted as one budget, a pause between bursts does not drown the
+	 * burst's rate, and sparse arrivals still pull the estimate to the
+	 * budget, i.e. a target of 1.
+	 */
+	if (gap_ns > budget_ns)
+		gap_ns = budget_ns;
+	if (!ewma_ns)
+		return gap_ns;
+	return ewma_ns - (ewma_ns >> GAP_SHIFT) + (gap_ns >> GAP_SHIFT);
+}
+
 void sverbs_batch_arrival(struct sverbs_batch *b, uint64_t now_ns)
 {
-	uint64_t gap;
-
 	if (!b->budget_ns)
 		return;
-	if (b->last_arrival_ns && now_ns >= b->last_arrival_ns) {
-		/*
-		 * A gap of a budget or more says only "no batch would have
-		 * formed": counted as one budget, a pause between bursts does
-		 * not drown the burst's rate, and sparse arrivals still pull
-		 * the estimate to the budget, i.e. a target of 1.
-		 */
-		gap = now_ns - b->last_arrival_ns;
-		if (gap > b->budget_ns)
-			gap = b->budget_ns;
-		if (!b->gap_ns)
-			b->gap_ns = gap;
-		else
-			b->gap_ns = b->gap_ns - (b->gap_ns >> GAP_SHIFT) +
-				    (gap >> GAP_SHIFT);
-	}
+	if (b->last_arrival_ns && now_ns >= b->last_arrival_ns)
+		b->gap_ns = sverbs_batch_gap_ewma(b->budget_ns, b->gap_ns,
+						  now_ns - b->last_arrival_ns);
 	b->last_arrival_ns = now_ns;
 }
 
@@ -46,18 +47,37 @@ void sverbs_batch_returned(struct sverbs_batch *b, uint64_t now_ns)
 		b->last_arrival_ns = now_ns;
 }
 
-/* The batch size that the arrival rate lets us reach within the budget. */
-static uint32_t rate_target(const struct sverbs_batch *b)
+/* The batch size that arrivals gap_ns apart reach within budget_ns. */
+static uint32_t gap_target(uint64_t budget_ns, uint64_t gap_ns)
 {
 	uint64_t n;
 
-	if (!b->gap_ns)
+	if (!gap_ns)
 		return 1; /* no rate known yet: do not wait */
-	n = b->budget_ns / b->gap_ns;
+	n = budget_ns / gap_ns;
 	if (n < 1)
 		return 1;
 	return n > SVERBS_BATCH_MAX_TARGET ? SVERBS_BATCH_MAX_TARGET
 					   : (uint32_t)n;
+}
+
+static uint32_t rate_target(const struct sverbs_batch *b)
+{
+	return gap_target(b->budget_ns, b->gap_ns);
+}
+
+bool sverbs_batch_could_form(uint64_t budget_ns, uint64_t gap_ns)
+{
+	return budget_ns && gap_target(budget_ns, gap_ns) > 1;
+}
+
+void sverbs_batch_seed(struct sverbs_batch *b, uint64_t gap_ns,
+		       uint64_t last_ns)
+{
+	if (!b->budget_ns)
+		return;
+	b->gap_ns = gap_ns;
+	b->last_arrival_ns = last_ns;
 }
 
 static uint32_t effective_target(const struct sverbs_batch *b)

@@ -76,6 +76,28 @@ enum sverbs_batch_reason {
 
 void sverbs_batch_init(struct sverbs_batch *b, uint32_t budget_us);
 
+/*
+ * The arrival-gap EWMA (1/8) after one more gap of gap_ns, each gap counted
+ * as at most the budget (see the rule above); ewma_ns 0: none yet.
+ */
+uint64_t sverbs_batch_gap_ewma(uint64_t budget_ns, uint64_t ewma_ns,
+			       uint64_t gap_ns);
+
+/*
+ * Whether arrivals gap_ns apart (an EWMA) would form a batch of two or more
+ * within budget_ns: what a budgeted QP in pass-through waits for before it
+ * takes the layer's queue (sched/watch.c).  A pass-through post is rung at
+ * once, so the gap there also counts from the return of the previous post.
+ */
+bool sverbs_batch_could_form(uint64_t budget_ns, uint64_t gap_ns);
+
+/*
+ * Start the estimate from what was measured before the queue existed (the
+ * gap EWMA, the return of the last post); nothing without a budget.
+ */
+void sverbs_batch_seed(struct sverbs_batch *b, uint64_t gap_ns,
+		       uint64_t last_ns);
+
 /* A WR entered the software queue at now_ns (feeds the arrival-gap EWMA). */
 void sverbs_batch_arrival(struct sverbs_batch *b, uint64_t now_ns);
 

@@ -99,6 +99,15 @@ struct sverbs_adapter {
 			 struct ibv_recv_wr **bad_wr);
 	int (*post_srq_recv)(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 			     struct ibv_recv_wr **bad_wr);
+	/*
+	 * A count that moves whenever a poll takes a completion from cq (the
+	 * provider's consumer index; it may wrap).  Read without the CQ's
+	 * lock, racing a poll on another thread: only "moved since the last
+	 * read" is used.  A budgeted QP in pass-through tells from it whether
+	 * its poster waits for completions between posts (sched/watch.c).
+	 * NULL: unknown; the arrival gap alone decides.
+	 */
+	uint32_t (*cq_consumed)(struct ibv_cq *cq);
 };
 
 #endif /* SVERBS_ADAPTER_H */

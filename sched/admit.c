@@ -234,26 +234,61 @@ static struct ibv_send_wr *wr_nth(struct ibv_send_wr *wr, uint64_t idx)
 	return wr;
 }
 
+/*
+ * A post that stays in pass-through (a reserved wr_id is refused here); a
+ * watched QP's next gap counts from its return.
+ */
+static int post_stock(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+		      struct ibv_send_wr **bad_wr, unsigned char pt)
+{
+	int ret = sverbs_post_send_checked(sqp->qp, wr, bad_wr,
+					   sqp->ad->post_send);
+
+	if (pt == SVERBS_PT_WATCH)
+		sv_watch_returned(sqp);
+	return ret;
+}
+
+/*
+ * Whether a post in pass-through leaves it: a WR that states a priority, or
+ * (a watched QP) posts that would form a batch (watch.c).
+ */
+static bool post_leaves(struct sverbs_qp *sqp, const struct ibv_send_wr *wr,
+			unsigned char pt, bool *prio)
+{
+	unsigned int found = sverbs_list_scan(wr);
+
+	*prio = found & SVERBS_SCAN_PRIO;
+	if (*prio)
+		return true;
+	return pt == SVERBS_PT_WATCH && !(found & SVERBS_SCAN_RESERVED) &&
+	       sv_watch_leaves(sqp);
+}
+
 /* The queue's post (pass-through pays for none of its frame). */
 int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		       struct ibv_send_wr **bad_wr)
 {
+	unsigned char pt =
+		atomic_load_explicit(&sqp->fast.pt, memory_order_acquire);
 	struct ibv_send_wr *first = wr;
 	uint64_t idx;
 	uint32_t s;
+	bool prio;
 	int err = 0, ret;
 
 	/* leaving pass-through: the queue it leaves for, made now, unlocked */
-	if (atomic_load_explicit(&sqp->fast.pt, memory_order_acquire)) {
-		/* a reserved wr_id, no priority before it: refused here */
-		if (!(sverbs_list_scan(wr) & SVERBS_SCAN_PRIO))
-			return sverbs_post_send_checked(sqp->qp, wr, bad_wr,
-							sqp->ad->post_send);
+	if (pt) {
+		if (!post_leaves(sqp, wr, pt, &prio))
+			return post_stock(sqp, wr, bad_wr, pt);
 		err = sv_qp_leave_prepare(sqp);
-		/* a QP that stays stock */
-		if (err == EAGAIN)
-			return sverbs_post_send_checked(sqp->qp, wr, bad_wr,
-							sqp->ad->post_send);
+		/*
+		 * A QP that stays stock; a watched one whose queue found no
+		 * memory posts stock (it asked for nothing), a priority fails
+		 * as stock's post does without room.
+		 */
+		if (err == EAGAIN || (err && !prio))
+			return post_stock(sqp, wr, bad_wr, pt);
 		if (err) {
 			*bad_wr = wr;
 			return err;

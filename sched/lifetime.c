@@ -86,9 +86,12 @@ static int queue_setup(struct sverbs_qp *sqp)
 	if (ret)
 		return ret;
 	ret = sv_cq_register(sqp->scq, sqp);
-	if (ret)
+	if (ret) {
 		queue_free(sqp);
-	return ret;
+		return ret;
+	}
+	sv_watch_seed(sqp);
+	return 0;
 }
 
 /*
@@ -111,8 +114,12 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 		ret = EAGAIN;
 	else if (!sqp->registered)
 		ret = queue_setup(sqp);
-	if (ret == EAGAIN)
+	if (ret == EAGAIN) {
 		atomic_store(&sqp->fast.stock, true);
+		/* a QP that stays stock watches for nothing more */
+		if (atomic_load(&sqp->fast.pt) == SVERBS_PT_WATCH)
+			atomic_store(&sqp->fast.pt, SVERBS_PT_ON);
+	}
 	pthread_spin_unlock(&sqp->lock);
 	if (locked)
 		sv_cq_unlock(sqp->scq);
@@ -224,13 +231,17 @@ void sverbs_qp_get_stats(struct sverbs_qp *sqp, struct sverbs_qp_stats *st)
 
 /*
  * Whether the QP starts in pass-through: only a WR's stated priority will
- * need the layer.  Not when the configuration schedules or holds WRs that
- * state nothing (slice_always, the size policy, a batching budget).
+ * need the layer.  Not when the configuration schedules WRs that state
+ * nothing (slice_always, the size policy).  With a batching budget it
+ * starts in pass-through watched (watch.c): until its posts would form a
+ * batch.
  */
-static bool passthrough_ok(const struct sverbs_qp *sqp)
+static unsigned char start_state(const struct sverbs_qp *sqp)
 {
-	return sqp->cfg.passthrough && !sqp->cfg.slice_always &&
-	       !sqp->cfg.small_msg_bytes && !sqp->cfg.batch_budget_us;
+	if (!sqp->cfg.passthrough || sqp->cfg.slice_always ||
+	    sqp->cfg.small_msg_bytes)
+		return SVERBS_PT_OFF;
+	return sqp->cfg.batch_budget_us ? SVERBS_PT_WATCH : SVERBS_PT_ON;
 }
 
 struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
@@ -282,8 +293,17 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	sv_slicer_init(&sqp->slicer, cfg);
 	sqp->scheduled = cfg->slice_always;
 	sqp->cfg.batch_prio_mask &= ~(1u << SVERBS_PRIO_HIGHEST);
-	atomic_init(&sqp->fast.pt, passthrough_ok(sqp));
+	/* no timer: never hold (a watched QP would watch for nothing) */
+	if (sqp->cfg.batch_budget_us &&
+	    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp,
+			     cfg->batch_linger
+				     ? (uint64_t)cfg->batch_budget_us * 1000
+				     : 0))
+		sqp->cfg.batch_budget_us = 0;
+	sqp->timer_on = sqp->cfg.batch_budget_us != 0;
+	atomic_init(&sqp->fast.pt, start_state(sqp));
 	atomic_init(&sqp->fast.stock, false);
+	sv_watch_init(sqp);
 	/* in pass-through: nothing more until it leaves (16.10) */
 	if (atomic_load(&sqp->fast.pt)) {
 		live_add(sqp);
@@ -293,14 +313,11 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	ret = queue_setup(sqp);
 	sv_cq_unlock(send_cq);
 	if (ret) {
+		if (sqp->timer_on)
+			sverbs_timer_del(&sqp->timer);
 		qp_free(sqp);
 		return NULL;
 	}
-	if (sqp->batch->budget_ns &&
-	    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp,
-			     cfg->batch_linger ? sqp->batch->budget_ns : 0))
-		sqp->batch->budget_ns = 0; /* no timer: never hold */
-	sqp->timer_on = sqp->batch->budget_ns != 0;
 	sv_cq_layered(send_cq);
 	live_add(sqp);
 	return sqp;
@@ -377,8 +394,13 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 		if (sqp->timer_on &&
 		    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp,
 				     sqp->timer.tick_ns)) {
+			/* no timer: never hold, as at creation */
 			sqp->timer_on = false;
-			sqp->batch->budget_ns = 0;
+			sqp->cfg.batch_budget_us = 0;
+			if (sqp->batch)
+				sqp->batch->budget_ns = 0;
+			if (atomic_load(&sqp->fast.pt) == SVERBS_PT_WATCH)
+				atomic_store(&sqp->fast.pt, SVERBS_PT_ON);
 		}
 		return;
 	}

@@ -11,6 +11,7 @@
  *   complete.c  retiring WQEs when their completions come back, the
  *               application's completions, errors and flushes
  *   lifetime.c  create, modify, destroy, the batching timer, statistics
+ *   watch.c     a budgeted QP in pass-through: when a batch would form
  *   wr_api.c    the ibv_wr_* API on top of admit.c
  *
  * Objects, all allocated when a QP registers with its CQ (never on
@@ -109,6 +110,13 @@ struct sv_fifo {
 	uint32_t tail;
 };
 
+/* What a budgeted QP in pass-through measures (watch.c): relaxed atomics. */
+struct sv_watch {
+	_Atomic uint64_t gap_ns;   /* EWMA of the gaps between posts */
+	_Atomic uint64_t last_ns;  /* the previous post's return */
+	_Atomic uint32_t consumed; /* the send CQ's count at that post */
+};
+
 struct sverbs_qp {
 	/* pass-through (pt) and staying stock: first (sverbs_fast.h) */
 	struct sverbs_qp_fast fast;
@@ -194,6 +202,7 @@ struct sverbs_qp {
 	uint64_t arm_deadline; /* timer to arm at the post's unlock; 0: none */
 	uint64_t held_wait;    /* 1 + how long the hold that ended lasted */
 	uint64_t app_wrs;      /* WRs the application posted */
+	struct sv_watch watch; /* SVERBS_PT_WATCH only */
 	struct sverbs_qp *live_next; /* the live-QP list (SVERBS_STATS) */
 	struct sverbs_qp *wait_next; /* the CQ's waiting list (cq.c) */
 
@@ -396,6 +405,12 @@ uint8_t sv_wr_prio(const struct sverbs_qp *sqp, enum ibv_wr_opcode op,
 bool sv_wr_app_signaled(const struct sverbs_qp *sqp, unsigned int flags);
 int sv_qp_leave_prepare(struct sverbs_qp *sqp);
 void sv_qp_leave_passthrough(struct sverbs_qp *sqp);
+
+/* watch.c; without the QP lock, but sv_watch_seed (with it) */
+bool sv_watch_leaves(struct sverbs_qp *sqp);
+void sv_watch_returned(struct sverbs_qp *sqp);
+void sv_watch_seed(struct sverbs_qp *sqp);
+void sv_watch_init(struct sverbs_qp *sqp);
 
 /* pump.c; with the QP lock held */
 void sv_qp_post_unlock(struct sverbs_qp *sqp);

@@ -20,16 +20,26 @@
  * sverbs_qp / struct sverbs_cq (sched/qp_int.h, cq_int.h, which own them),
  * so a pointer to the object is one to them (C11 6.7.2.1).
  */
+/* struct sverbs_qp_fast.pt */
+enum {
+	SVERBS_PT_OFF = 0,   /* the layer's queue */
+	SVERBS_PT_ON = 1,    /* pass-through */
+	SVERBS_PT_WATCH = 2, /* pass-through with a batch budget (watch.c) */
+};
+
 struct sverbs_qp_fast {
 	/*
 	 * pt: WRs go to the provider as the application posted them and
 	 * complete untouched (docs/semantics.md).  Read without the lock on
-	 * the post path; cleared once, under it, never set again.
+	 * the post path; cleared once, under it, never set again (WATCH may
+	 * become ON first: a QP that stays stock watches no more).  WATCH:
+	 * the post is stock too, but takes sched/'s path, which watches
+	 * whether a batch would form (sched/watch.c).
 	 * stock: the QP's CQ had no headroom when it tried to leave
 	 * pass-through: it stays there, as a QP the layer does not manage
 	 * (set once, under the CQ lock).
 	 */
-	atomic_bool pt;
+	atomic_uchar pt;
 	atomic_bool stock;
 };
 
@@ -88,7 +98,8 @@ static inline bool sverbs_recv_list_reserved(const struct ibv_recv_wr *wr)
  * Whether a post of wr goes to the provider as it is (pass-through: no lock,
  * no copy, the application's wr_ids): the QP's first WR that states a
  * priority leaves pass-through (unless the QP stays stock), and a list with
- * a reserved wr_id takes the layer's path, which refuses it.
+ * a reserved wr_id takes the layer's path, which refuses it.  A watched
+ * QP's posts take the layer's path, which posts them stock until it leaves.
  */
 static inline bool sverbs_post_is_stock(const struct sverbs_qp *sqp,
 					const struct ibv_send_wr *wr)
@@ -96,7 +107,7 @@ static inline bool sverbs_post_is_stock(const struct sverbs_qp *sqp,
 	const struct sverbs_qp_fast *f = (const struct sverbs_qp_fast *)sqp;
 	unsigned int found;
 
-	if (!atomic_load_explicit(&f->pt, memory_order_acquire))
+	if (atomic_load_explicit(&f->pt, memory_order_acquire) != SVERBS_PT_ON)
 		return false;
 	found = sverbs_list_scan(wr);
 	return !found ||

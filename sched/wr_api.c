@@ -96,6 +96,8 @@ static int pt_batch_end(struct ibv_qp_ex *qpx, bool complete)
 {
 	struct sverbs_qp *sqp = pt_batch;
 	bool prio = pt_batch_prio, refused = pt_batch_refused;
+	unsigned char pt;
+	bool leave;
 	int ret = 0;
 
 	pt_batch = NULL;
@@ -105,9 +107,14 @@ static int pt_batch_end(struct ibv_qp_ex *qpx, bool complete)
 		sqp->raw_qpx->wr_abort(qpx);
 		return refused ? EINVAL : 0;
 	}
+	/* a watched QP's batch is one post (watch.c) */
+	pt = atomic_load_explicit(&sqp->fast.pt, memory_order_acquire);
+	leave = prio || (pt == SVERBS_PT_WATCH && sv_watch_leaves(sqp));
 	ret = sqp->raw_qpx->wr_complete(qpx);
+	if (pt == SVERBS_PT_WATCH)
+		sv_watch_returned(sqp);
 	/* without the layer's queue (no memory), pass-through goes on */
-	if (prio && !sv_qp_leave_prepare(sqp)) {
+	if (leave && !sv_qp_leave_prepare(sqp)) {
 		pthread_spin_lock(&sqp->lock);
 		if (atomic_load(&sqp->fast.pt))
 			sv_qp_leave_passthrough(sqp);

@@ -30,6 +30,7 @@ struct NullDev {
     static constexpr std::size_t kRing = 1024;
     std::array<ibv_wc, kRing> cqe{};
     std::size_t head = 0, count = 0;
+    uint32_t consumed = 0;  // CQEs polled (the adapter's cq_consumed)
     uint32_t qp_num = 0x11;
 };
 
@@ -58,7 +59,12 @@ int null_poll_cq(ibv_cq*, int ne, ibv_wc* wc) {
         wc[n] = dev.cqe[dev.head];
         dev.head = (dev.head + 1) % NullDev::kRing;
     }
+    dev.consumed += static_cast<uint32_t>(n);
     return n;
+}
+
+uint32_t null_consumed(ibv_cq*) {
+    return dev.consumed;
 }
 
 int null_arm(ibv_cq*, int) {
@@ -75,7 +81,7 @@ void null_nop(ibv_qp*, ibv_send_wr* wr) {
 
 const sverbs_adapter null_adapter = {
     "null",  null_post_send, null_poll_cq, null_arm, null_resize, null_log, nullptr,
-    nullptr, nullptr,        null_nop,     nullptr,  nullptr,     nullptr,
+    nullptr, nullptr,        null_nop,     nullptr,  nullptr,     nullptr,  null_consumed,
 };
 
 // How a WR goes down: straight to the null provider, or through the layer.

@@ -93,6 +93,16 @@ static bool mlx5_sv_wc_is_recv(const struct ibv_wc *wc)
 	return wc->opcode == IBV_WC_RECV;
 }
 
+/*
+ * mlx5_poll_cq() advances cons_index once per CQE it takes, under the CQ's
+ * lock (none for a single-threaded context); read racing it, as the
+ * adapter allows.
+ */
+static uint32_t mlx5_sv_cq_consumed(struct ibv_cq *cq)
+{
+	return __atomic_load_n(&to_mcq(cq)->cons_index, __ATOMIC_RELAXED);
+}
+
 static const struct sverbs_adapter mlx5_adapter = {
 	.name = "mlx5",
 	.post_send = mlx5_post_send,
@@ -107,6 +117,7 @@ static const struct sverbs_adapter mlx5_adapter = {
 	.log = mlx5_sv_log,
 	.nop_wr = mlx5_sv_nop_wr,
 	.wc_is_recv = mlx5_sv_wc_is_recv,
+	.cq_consumed = mlx5_sv_cq_consumed,
 };
 
 #define SV_ADAPTER	    mlx5_adapter

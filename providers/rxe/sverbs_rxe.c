@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "rxe.h"
+#include "rxe_queue.h"
 #include "sverbs_rxe.h"
 #include "sverbs_glue.h"
 
@@ -61,6 +62,16 @@ static void rxe_sv_nop_wr(struct ibv_qp *qp, struct ibv_send_wr *wr)
 	wr->num_sge = 0;
 }
 
+/*
+ * rxe_poll_cq() advances the CQ ring's consumer index (an atomic in the
+ * ring shared with the kernel) once per completion it takes.
+ */
+static uint32_t rxe_sv_cq_consumed(struct ibv_cq *cq)
+{
+	return atomic_load_explicit(consumer(to_rcq(cq)->queue),
+				    memory_order_relaxed);
+}
+
 static const struct sverbs_adapter rxe_adapter = {
 	.name = "rxe",
 	.post_send = rxe_post_send,
@@ -73,6 +84,7 @@ static const struct sverbs_adapter rxe_adapter = {
 	.resize_cq = rxe_resize_cq,
 	.log = rxe_sv_log,
 	.nop_wr = rxe_sv_nop_wr,
+	.cq_consumed = rxe_sv_cq_consumed,
 };
 
 #define SV_ADAPTER	    rxe_adapter

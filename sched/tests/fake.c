@@ -238,8 +238,15 @@ static int fk_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc)
 		fk->cq_head = (fk->cq_head + 1) % FK_CQ;
 		fk->cq_n--;
 	}
+	atomic_fetch_add(&fk->cq_consumed, (uint32_t)n);
 	pthread_mutex_unlock(&fk_lock);
 	return n;
+}
+
+static uint32_t fk_cq_consumed(struct ibv_cq *cq)
+{
+	(void)cq;
+	return atomic_load(&fk->cq_consumed);
 }
 
 static int fk_req_notify_cq(struct ibv_cq *cq, int solicited_only)
@@ -318,6 +325,7 @@ const struct sverbs_adapter fk_adapter = {
 	.resize_cq = fk_resize_cq,
 	.log = fk_log,
 	.nop_wr = fk_nop_wr,
+	.cq_consumed = fk_cq_consumed,
 };
 
 void fk_init(int cq_cqe)

@@ -54,6 +54,7 @@ struct fk {
 	struct ibv_wc cqe[FK_CQ];
 	int cq_head;
 	int cq_n;
+	_Atomic uint32_t cq_consumed; /* CQEs polled (the adapter's count) */
 	int cq_max_n;
 	bool cq_overflow;
 	struct ibv_wc ex_cur;

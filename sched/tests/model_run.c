@@ -837,9 +837,10 @@ static void qp_new(void)
 			"%d managed %d\n",
 			q->qp_num, q->cap, q->sig_all, q->type, q->style,
 			q->managed);
-	q->pt_maybe = !q->managed ||
-		      (M->cfg.passthrough && !M->cfg.batch_budget_us &&
-		       !M->cfg.small_msg_bytes && !M->cfg.slice_always);
+	/* with a budget: watched, until its posts would form a batch */
+	q->pt_maybe =
+		!q->managed || (M->cfg.passthrough && !M->cfg.small_msg_bytes &&
+				!M->cfg.slice_always);
 }
 
 static int app_post(struct mqp *q, struct ibv_send_wr *wr,
@@ -1148,6 +1149,13 @@ static void post_list(struct mqp *q)
 		      wr_at(ids[k])->fenced, wr_at(ids[k])->inl);
 	ret = app_post(q, wr, &bad);
 	TRACE("post returned %d\n", ret);
+	/* a watched QP that left pass-through with no WR stating a priority */
+	if (q->managed && q->pt_maybe && !atomic_load(&q->sqp->fast.pt)) {
+		for (k = 0; k < n && !wr_at(ids[k])->marked; k++)
+			;
+		if (k == n)
+			M->res->watch_left++;
+	}
 	/* the application may reuse its buffers once post_send returned */
 	memset(M->inl_buf, 0xee, sizeof(M->inl_buf));
 	memset(sge, 0xee, sizeof(sge));
@@ -1185,8 +1193,13 @@ static void post_list(struct mqp *q)
 				 q->qp_num, (unsigned long long)w->wr_id);
 		if (k < bad_k) {
 			M->res->wrs++;
-			/* a WR that states a priority ends pass-through */
-			if (w->marked && q->managed)
+			/*
+			 * A WR that states a priority ends pass-through, and
+			 * so may a watched QP's post (sched/watch.c): the QP
+			 * says which.
+			 */
+			if (q->managed &&
+			    (w->marked || !atomic_load(&q->sqp->fast.pt)))
 				q->pt_maybe = false;
 		} else {
 			M->res->rejected++;

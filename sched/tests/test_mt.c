@@ -5,8 +5,10 @@
  *    fake hardware's WQEs and polls the CQ;
  *  - several threads post, each to its own QP, all QPs on one CQ;
  * each with and without a batching budget (then the timer thread rings
- * held WRs too).  Every signaled WR completes exactly once, with success.
- * The fake adapter serializes its "hardware" with a mutex, as a real
+ * held WRs too), and with a budget in pass-through, no WR stating a
+ * priority: QPs watched (sched/watch.c) leave pass-through while other
+ * threads post to them stock.  Every signaled WR completes exactly once, with
+ * success. The fake adapter serializes its "hardware" with a mutex, as a real
  * provider does with its SQ and CQ locks.
  */
 #include <CUnit/Basic.h>
@@ -31,6 +33,7 @@ static int nqp;
 static atomic_int count[POSTERS][PER];
 static atomic_int delivered, bad_status, unknown;
 static atomic_bool posters_done;
+static bool marks; /* posters state priorities on half their WRs */
 
 struct poster {
 	int t;
@@ -57,7 +60,7 @@ static void *poster(void *arg)
 		wr.num_sge = 1;
 		wr.opcode = rand_r(&seed) % 2 ? IBV_WR_RDMA_WRITE : IBV_WR_SEND;
 		wr.send_flags = IBV_SEND_SIGNALED;
-		if (rand_r(&seed) % 2)
+		if (rand_r(&seed) % 2 && marks)
 			wr.send_flags |= SVERBS_PRIO(rand_r(&seed) % 8);
 		wr.wr.rdma.remote_addr = 0x20000000ull;
 		wr.wr.rdma.rkey = 9;
@@ -105,7 +108,7 @@ static void *poller(void *arg)
 	return NULL;
 }
 
-static void run(bool shared_qp, uint32_t budget_us)
+static void run(bool shared_qp, uint32_t budget_us, bool watched)
 {
 	struct ibv_qp_init_attr_ex a = {};
 	struct poster p[POSTERS];
@@ -113,7 +116,8 @@ static void run(bool shared_qp, uint32_t budget_us)
 	int total = POSTERS * PER, i, j;
 
 	sverbs_config_defaults(&cfg);
-	cfg.passthrough = false; /* the queue path */
+	cfg.passthrough = watched; /* else the queue path */
+	marks = !watched;
 	cfg.slice_bytes = 4096;
 	cfg.window_slices = 2;
 	cfg.cq_headroom = 32;
@@ -163,6 +167,15 @@ static void run(bool shared_qp, uint32_t budget_us)
 			}
 	CU_ASSERT_FALSE(fk->cq_overflow);
 	CU_ASSERT_EQUAL(fk->leaks, 0);
+	/*
+	 * Posters run ahead of the poller (their send queues fill): the
+	 * step out of pass-through was taken under the race (a QP may,
+	 * by scheduling, never see two posts without a poll between).
+	 */
+	for (i = 0, j = 0; i < nqp && watched; i++)
+		j += atomic_load(&sqp[i]->fast.pt) == SVERBS_PT_OFF;
+	if (watched)
+		CU_ASSERT(j > 0);
 	for (i = 0; i < nqp; i++) {
 		sverbs_qp_destroy_pre(sqp[i]);
 		sverbs_qp_destroy_post(sqp[i], 0);
@@ -173,22 +186,32 @@ static void run(bool shared_qp, uint32_t budget_us)
 
 static void test_one_qp(void)
 {
-	run(true, 0);
+	run(true, 0, false);
 }
 
 static void test_one_qp_budget(void)
 {
-	run(true, 100);
+	run(true, 100, false);
 }
 
 static void test_qps_one_cq(void)
 {
-	run(false, 0);
+	run(false, 0, false);
 }
 
 static void test_qps_one_cq_budget(void)
 {
-	run(false, 100);
+	run(false, 100, false);
+}
+
+static void test_one_qp_watched(void)
+{
+	run(true, 100, true);
+}
+
+static void test_qps_one_cq_watched(void)
+{
+	run(false, 100, true);
 }
 
 int main(void)
@@ -203,6 +226,8 @@ int main(void)
 	CU_add_test(s, "posters_one_qp_budget", test_one_qp_budget);
 	CU_add_test(s, "posters_qps_one_cq", test_qps_one_cq);
 	CU_add_test(s, "posters_qps_one_cq_budget", test_qps_one_cq_budget);
+	CU_add_test(s, "posters_one_qp_watched", test_one_qp_watched);
+	CU_add_test(s, "posters_qps_one_cq_watched", test_qps_one_cq_watched);
 	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_basic_run_tests();
 	fails = CU_get_number_of_failures();

@@ -2466,6 +2466,158 @@ static void test_budget_holds_until_poll(void)
 	teardown();
 }
 
+/* ------------------------------------- a budget's watched pass-through */
+
+/* A budgeted QP with pass-through on: it starts watched (sched/watch.c). */
+static void watch_setup(uint32_t budget_us)
+{
+	cfg_default();
+	cfg.slice_always = false;
+	cfg.passthrough = true;
+	cfg.batch_budget_us = budget_us;
+	setup(64);
+	mkqp(0, 32, false);
+}
+
+/*
+ * A program that waits for each completion before it posts again (post one,
+ * poll it) forms no batch: its QP stays in pass-through, stock — its own
+ * wr_ids, no slot, one doorbell per post — whatever the budget.  The budget
+ * is 10 s, so every gap is short enough to batch: only "a completion was
+ * taken since the previous post" keeps the QP there.
+ */
+static void test_watch_closed_loop(void)
+{
+	struct ibv_wc wc[4];
+	int i;
+
+	watch_setup(10 * 1000 * 1000);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.pt), SVERBS_PT_WATCH);
+	for (i = 0; i < 40; i++) {
+		CU_ASSERT_EQUAL(post(sqp[0], 100 + i, IBV_WR_RDMA_WRITE, 64,
+				     IBV_SEND_SIGNALED),
+				0);
+		CU_ASSERT_EQUAL_FATAL(drain(0, wc, 4), 1);
+		CU_ASSERT_EQUAL(wc[0].wr_id, 100 + (uint64_t)i);
+	}
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.pt), SVERBS_PT_WATCH);
+	CU_ASSERT_PTR_NULL(sqp[0]->slots);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 40);
+	CU_ASSERT_EQUAL(fk->doorbells, 40);
+	for (i = 0; i < 40; i++)
+		CU_ASSERT_EQUAL(fk_wqe(0, i)->wr.wr_id, 100 + (uint64_t)i);
+	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 0);
+	teardown();
+}
+
+/*
+ * Posts that run ahead of their completions would batch: the second post
+ * (the first gap) leaves pass-through, and from there the queue holds what
+ * comes until a poll.  Every WR completes once, in order, with its own
+ * wr_id, the first one stock, the rest through the layer.
+ */
+static void test_watch_leaves(void)
+{
+	struct sverbs_qp_stats st;
+	struct ibv_wc wc[16];
+	int i;
+
+	watch_setup(10 * 1000 * 1000);
+	CU_ASSERT_EQUAL(
+		post(sqp[0], 100, IBV_WR_RDMA_WRITE, 64, IBV_SEND_SIGNALED), 0);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.pt), SVERBS_PT_WATCH);
+	CU_ASSERT_EQUAL(fk_wqe(0, 0)->wr.wr_id, 100);
+	for (i = 1; i < 10; i++)
+		CU_ASSERT_EQUAL(post(sqp[0], 100 + (uint64_t)i,
+				     IBV_WR_RDMA_WRITE, 64, IBV_SEND_SIGNALED),
+				0);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.pt), SVERBS_PT_OFF);
+	CU_ASSERT_PTR_NOT_NULL(sqp[0]->slots);
+	/* the post that left went at once (nothing of the layer's in flight) */
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 2);
+	CU_ASSERT(sv_qp_owns(sqp[0], fk_wqe(0, 1)->wr.wr_id));
+	CU_ASSERT_EQUAL(sqp[0]->queued, 8);
+	CU_ASSERT_TRUE(sqp[0]->held);
+	CU_ASSERT_EQUAL(drain(0, wc, 16), 10);
+	for (i = 0; i < 10; i++)
+		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
+	sverbs_qp_get_stats(sqp[0], &st);
+	CU_ASSERT_EQUAL(st.held_wrs, 8);
+	CU_ASSERT_EQUAL(fk->doorbells, 3); /* 1, 1, then 8 at the poll */
+	teardown();
+}
+
+/*
+ * An adapter that cannot say whether completions were taken: the gap alone
+ * decides, so even a closed loop leaves once its posts come within half the
+ * budget.  An ibv_wr_* batch is one post: the second leaves.
+ */
+static void test_watch_no_count(void)
+{
+	static struct sverbs_adapter ad;
+	struct ibv_qp_init_attr_ex a = {};
+	struct ibv_qp_ex *qx = &pt_qx[0];
+	struct ibv_wc wc[4];
+
+	watch_setup(10 * 1000 * 1000);
+	ad = fk_adapter;
+	ad.cq_consumed = NULL;
+	a.cap.max_send_wr = 8;
+	a.cap.max_send_sge = 1;
+	a.qp_type = IBV_QPT_RC;
+	a.send_cq = fk_cq();
+	sqp[1] = sverbs_qp_create(&ad, fk_qp(1, IBV_QPT_RC, 8, false), scq, &a,
+				  &cfg);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(sqp[1]);
+	fk_wr_install(qx, 1);
+	CU_ASSERT_TRUE_FATAL(
+		sverbs_qp_install_wr_ops(sqp[1], qx, IBV_QP_EX_WITH_SEND));
+	ibv_wr_start(qx);
+	pt_wr_send(qx, 1, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
+	CU_ASSERT_EQUAL(drain(1, wc, 4), 1);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[1]->fast.pt), SVERBS_PT_WATCH);
+	ibv_wr_start(qx);
+	pt_wr_send(qx, 2, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
+	/* the batch went stock; the QP takes the queue after it */
+	CU_ASSERT_EQUAL(fk_wqe(1, 1)->wr.wr_id, 2);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[1]->fast.pt), SVERBS_PT_OFF);
+	CU_ASSERT_EQUAL(drain(1, wc, 4), 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 2);
+	ibv_wr_start(qx);
+	pt_wr_send(qx, 3, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
+	CU_ASSERT(sv_qp_owns(sqp[1], fk_wqe(1, 2)->wr.wr_id));
+	CU_ASSERT_EQUAL(drain(1, wc, 4), 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 3);
+	teardown();
+}
+
+/*
+ * A watched QP whose CQ has no headroom for it stays stock when it would
+ * leave, and watches no more: plain pass-through from then on.
+ */
+static void test_watch_stays_stock(void)
+{
+	struct ibv_wc wc[16];
+
+	cfg_default();
+	cfg.slice_always = false;
+	cfg.passthrough = true;
+	cfg.batch_budget_us = 10 * 1000 * 1000;
+	cfg.cq_headroom = 1;
+	setup(64);
+	mkqp(0, 8, false);
+	post_each(3, -1, 0);
+	CU_ASSERT_TRUE(atomic_load(&sqp[0]->fast.stock));
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.pt), SVERBS_PT_ON);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 3);
+	CU_ASSERT_EQUAL(fk_wqe(0, 2)->wr.wr_id, 102);
+	CU_ASSERT_EQUAL(drain(0, wc, 16), 3);
+	teardown();
+}
+
 /*
  * A poster that has taken every slot of its QP must wait for a completion
  * before it can post again (a closed loop at its send queue's depth, as
@@ -3329,6 +3481,14 @@ int main(void)
 		{ "pass-through: ibv_wr_* batches", test_pt_wr_api },
 		{ "pass-through: random", test_pt_random },
 		{ "budget: held until poll", test_budget_holds_until_poll },
+		{ "18.2 budget: a closed loop stays in pass-through",
+		  test_watch_closed_loop },
+		{ "18.2 budget: posts that run ahead leave pass-through",
+		  test_watch_leaves },
+		{ "18.2 budget: without a completion count, the gap decides",
+		  test_watch_no_count },
+		{ "18.2 budget: a watched QP that stays stock",
+		  test_watch_stays_stock },
 		{ "budget: no hold once the poster must wait",
 		  test_budget_no_hold_when_full },
 		{ "budget: level 0, arm, fence ring",
