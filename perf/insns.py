@@ -89,7 +89,8 @@ GROUPS = [
     ("entry points (glue: the pass-through test, dispatch)",
      r"^(sv_post_send|sv_poll_cq|mlx5_sv_stock_poll_cq|rxe_sv_\w+)$"),
     ("admit: checks, the slot and its copy of the WR",
-     r"^(sverbs_post_queued|sverbs_post_send|sv_wr_stamp|wr_check|wr_load|sv_slot_\w+|"
+     r"^(sverbs_post_queued|sverbs_post_send|post_queue|post_passthrough|post_stock|"
+     r"sverbs_post_send_checked|sv_wr_stamp|wr_check|wr_load|sv_slot_\w+|"
      r"sv_wr_app_signaled|sv_wr_prio|sv_wr_commit|sv_level_\w+|sv_fifo_\w+)$"),
     ("post: the lone-WR path, WQE record, call bookkeeping",
      r"^(sv_post_direct|sv_call_begin|sv_call_end|sv_qp_post_unlock|sv_wqe_\w+)$"),
@@ -104,6 +105,8 @@ GROUPS = [
     ("poll: the CQ lock's rounds, pumping waiting QPs",
      r"^(poll_layered|poll_round|finish_round|pump_waiting|ring_pop|sverbs_poll_cq|raw_poll|"
      r"sverbs_poll_fixup|fast_fixup|pump_qp)$"),
+    ("watch: a budgeted QP in pass-through (sched/watch.c)",
+     r"^(sv_watch_\w+|mlx5_sv_cq_consumed|fk_cq_consumed)$"),
     ("locks (spin lock / unlock beyond stock's)", r"^pthread_spin_\w+"),
 ]
 

@@ -235,65 +235,37 @@ static struct ibv_send_wr *wr_nth(struct ibv_send_wr *wr, uint64_t idx)
 }
 
 /*
- * A post that stays in pass-through (a reserved wr_id is refused here); a
- * watched QP's next gap counts from its return.
+ * A post that stays in pass-through (a list with a reserved wr_id is
+ * refused here, found by the scan); a timed watched post's next gap counts
+ * from its return.
  */
 static int post_stock(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
-		      struct ibv_send_wr **bad_wr, unsigned char pt)
+		      struct ibv_send_wr **bad_wr, unsigned int found,
+		      bool timed)
 {
-	int ret = sverbs_post_send_checked(sqp->qp, wr, bad_wr,
-					   sqp->ad->post_send);
+	int ret;
 
-	if (pt == SVERBS_PT_WATCH)
+	if (found & SVERBS_SCAN_RESERVED)
+		return sverbs_post_send_checked(sqp->qp, wr, bad_wr,
+						sqp->ad->post_send);
+	ret = sqp->ad->post_send(sqp->qp, wr, bad_wr);
+	if (timed)
 		sv_watch_returned(sqp);
 	return ret;
 }
 
 /*
- * Whether a post in pass-through leaves it: a WR that states a priority, or
- * (a watched QP) posts that would form a batch (watch.c).
+ * The queue's post: the WRs into slots and levels, the pump, the call's
+ * outcome (pass-through pays for none of its frame).
  */
-static bool post_leaves(struct sverbs_qp *sqp, const struct ibv_send_wr *wr,
-			unsigned char pt, bool *prio)
+static int post_queue(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+		      struct ibv_send_wr **bad_wr)
 {
-	unsigned int found = sverbs_list_scan(wr);
-
-	*prio = found & SVERBS_SCAN_PRIO;
-	if (*prio)
-		return true;
-	return pt == SVERBS_PT_WATCH && !(found & SVERBS_SCAN_RESERVED) &&
-	       sv_watch_leaves(sqp);
-}
-
-/* The queue's post (pass-through pays for none of its frame). */
-int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
-		       struct ibv_send_wr **bad_wr)
-{
-	unsigned char pt =
-		atomic_load_explicit(&sqp->fast.pt, memory_order_acquire);
 	struct ibv_send_wr *first = wr;
 	uint64_t idx;
 	uint32_t s;
-	bool prio;
 	int err = 0, ret;
 
-	/* leaving pass-through: the queue it leaves for, made now, unlocked */
-	if (pt) {
-		if (!post_leaves(sqp, wr, pt, &prio))
-			return post_stock(sqp, wr, bad_wr, pt);
-		err = sv_qp_leave_prepare(sqp);
-		/*
-		 * A QP that stays stock; a watched one whose queue found no
-		 * memory posts stock (it asked for nothing), a priority fails
-		 * as stock's post does without room.
-		 */
-		if (err == EAGAIN || (err && !prio))
-			return post_stock(sqp, wr, bad_wr, pt);
-		if (err) {
-			*bad_wr = wr;
-			return err;
-		}
-	}
 	pthread_spin_lock(&sqp->lock);
 	if (atomic_load_explicit(&sqp->fast.pt, memory_order_relaxed))
 		sv_qp_leave_passthrough(sqp);
@@ -334,6 +306,54 @@ int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	}
 	sv_qp_post_unlock(sqp);
 	return err;
+}
+
+/* post_passthrough(): the post takes the queue (errors are positive) */
+#define SV_TAKE_QUEUE (-1)
+
+/*
+ * A post in pass-through: stock, unless it leaves for the queue, made now,
+ * unlocked: at a WR that states a priority, or (a watched QP) when its
+ * posts would form a batch (watch.c).
+ */
+static int post_passthrough(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+			    struct ibv_send_wr **bad_wr, unsigned char pt)
+{
+	unsigned int found = sverbs_list_scan(wr);
+	bool timed = false;
+	int err;
+
+	if (!(found & SVERBS_SCAN_PRIO) &&
+	    !(pt == SVERBS_PT_WATCH && !found && sv_watch_leaves(sqp, &timed)))
+		return post_stock(sqp, wr, bad_wr, found, timed);
+	err = sv_qp_leave_prepare(sqp);
+	/*
+	 * A QP that stays stock; a watched one whose queue found no memory
+	 * posts stock (it asked for nothing), a priority fails as stock's
+	 * post does without room.
+	 */
+	if (err == EAGAIN || (err && !(found & SVERBS_SCAN_PRIO)))
+		return post_stock(sqp, wr, bad_wr, found, timed);
+	if (err) {
+		*bad_wr = wr;
+		return err;
+	}
+	return SV_TAKE_QUEUE;
+}
+
+int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+		       struct ibv_send_wr **bad_wr)
+{
+	unsigned char pt =
+		atomic_load_explicit(&sqp->fast.pt, memory_order_acquire);
+	int ret;
+
+	if (pt) {
+		ret = post_passthrough(sqp, wr, bad_wr, pt);
+		if (ret != SV_TAKE_QUEUE)
+			return ret;
+	}
+	return post_queue(sqp, wr, bad_wr);
 }
 
 /*

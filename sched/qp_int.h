@@ -407,7 +407,7 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp);
 void sv_qp_leave_passthrough(struct sverbs_qp *sqp);
 
 /* watch.c; without the QP lock, but sv_watch_seed (with it) */
-bool sv_watch_leaves(struct sverbs_qp *sqp);
+bool sv_watch_leaves(struct sverbs_qp *sqp, bool *timed);
 void sv_watch_returned(struct sverbs_qp *sqp);
 void sv_watch_seed(struct sverbs_qp *sqp);
 void sv_watch_init(struct sverbs_qp *sqp);

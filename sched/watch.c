@@ -14,7 +14,9 @@
  *    (batch/'s arrival-gap EWMA, from the return of one post to the start
  *    of the next, as on the queue).
  *
- * The first post that sees both leaves pass-through for the queue, for good
+ * A post of a poster that waits reads no clock: in a closed loop a watched
+ * post costs the count's read and one call more than pass-through.  The
+ * first post that sees both signs leaves pass-through for the queue, for good
  * (sv_qp_leave_prepare(), as a priority does), and the batching policy
  * starts from the gap measured here.  A completion of another QP on the same
  * CQ also counts as taken: the QP then keeps posting stock, which costs
@@ -24,29 +26,41 @@
 #include "cq_int.h"
 #include "qp_int.h"
 
-/* The clock is read twice per post here: where a budget is set, alone. */
-bool sv_watch_leaves(struct sverbs_qp *sqp)
+/*
+ * A watched post begins.  A poster that took a completion since its
+ * previous post is waiting for them: no batch, and no clock read (the gap
+ * to its next post says nothing about batches).  Otherwise the clock is
+ * read here and at the post's return (*timed), and the gap decides.
+ */
+bool sv_watch_leaves(struct sverbs_qp *sqp, bool *timed)
 {
 	struct sv_watch *w = &sqp->watch;
-	uint64_t now = sverbs_now_ns();
 	uint64_t budget = (uint64_t)sqp->cfg.batch_budget_us * 1000;
-	uint64_t last = atomic_load_explicit(&w->last_ns, memory_order_relaxed);
-	uint64_t gap = atomic_load_explicit(&w->gap_ns, memory_order_relaxed);
-	bool waiting = false;
+	uint64_t now, last, gap;
 	uint32_t c;
 
+	*timed = false;
+	if (sqp->ad->cq_consumed) {
+		c = sqp->ad->cq_consumed(sqp->scq->cq);
+		if (c != atomic_exchange_explicit(&w->consumed, c,
+						  memory_order_relaxed)) {
+			atomic_store_explicit(&w->last_ns, 0,
+					      memory_order_relaxed);
+			return false;
+		}
+	}
+	*timed = true;
+	now = sverbs_now_ns();
+	last = atomic_load_explicit(&w->last_ns, memory_order_relaxed);
+	gap = atomic_load_explicit(&w->gap_ns, memory_order_relaxed);
 	if (last && now >= last) {
 		gap = sverbs_batch_gap_ewma(budget, gap, now - last);
 		atomic_store_explicit(&w->gap_ns, gap, memory_order_relaxed);
 	}
-	if (sqp->ad->cq_consumed) {
-		c = sqp->ad->cq_consumed(sqp->scq->cq);
-		waiting = c != atomic_exchange_explicit(&w->consumed, c,
-							memory_order_relaxed);
-	}
-	return !waiting && sverbs_batch_could_form(budget, gap);
+	return sverbs_batch_could_form(budget, gap);
 }
 
+/* A timed post went stock: the next gap counts from its return. */
 void sv_watch_returned(struct sverbs_qp *sqp)
 {
 	atomic_store_explicit(&sqp->watch.last_ns, sverbs_now_ns(),

@@ -96,8 +96,8 @@ static int pt_batch_end(struct ibv_qp_ex *qpx, bool complete)
 {
 	struct sverbs_qp *sqp = pt_batch;
 	bool prio = pt_batch_prio, refused = pt_batch_refused;
+	bool leave, timed = false;
 	unsigned char pt;
-	bool leave;
 	int ret = 0;
 
 	pt_batch = NULL;
@@ -109,9 +109,9 @@ static int pt_batch_end(struct ibv_qp_ex *qpx, bool complete)
 	}
 	/* a watched QP's batch is one post (watch.c) */
 	pt = atomic_load_explicit(&sqp->fast.pt, memory_order_acquire);
-	leave = prio || (pt == SVERBS_PT_WATCH && sv_watch_leaves(sqp));
+	leave = prio || (pt == SVERBS_PT_WATCH && sv_watch_leaves(sqp, &timed));
 	ret = sqp->raw_qpx->wr_complete(qpx);
-	if (pt == SVERBS_PT_WATCH)
+	if (timed)
 		sv_watch_returned(sqp);
 	/* without the layer's queue (no memory), pass-through goes on */
 	if (leave && !sv_qp_leave_prepare(sqp)) {
