@@ -45,7 +45,8 @@ def plot_hol(doc, outdir, name):
     if not rows:
         return []
     made = []
-    labels = ["unloaded" if r["background"] == "none" else r["background"] for r in rows]
+    labels = [("unloaded" if r["background"] == "none" else r["background"]) +
+              ("\n" + r["variant"] if r.get("variant") else "") for r in rows]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, key, title in ((axes[0], "p50_us", "p50"), (axes[1], "p99_us", "p99")):
         series = {s: [(r[s][key] or 0) / 1000.0 for r in rows] for s in ("stock", "sverbs")}
@@ -67,7 +68,8 @@ def plot_hol(doc, outdir, name):
         fig, ax = plt.subplots(figsize=(6, 4))
         series = {s: [r[s]["mb_per_s"] for r in loaded] for s in ("stock", "sverbs")}
         dots = {s: [r[s]["mb_per_s_runs"] for r in loaded] for s in ("stock", "sverbs")}
-        bars(ax, [r["background"] for r in loaded], series, "MB/s", dots=dots)
+        bars(ax, [r["background"] + ("\n" + r["variant"] if r.get("variant") else "")
+                  for r in loaded], series, "MB/s", dots=dots)
         ax.set_title("large-WRITE stream throughput")
         ax.set_xlabel("background WRITE size")
         fig.tight_layout()

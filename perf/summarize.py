@@ -102,37 +102,71 @@ def size_key(s):
 
 def summarize_hol(runs):
     ok = [r for r in runs if r.get("bench") == "hol" and "error" not in r]
+    for r in ok:
+        r["_variant"] = label_field(r, "variant") or ""
+    variants = list(dict.fromkeys(r["_variant"] for r in ok))
     out = []
-    base = {m: med([r["small"]["p99_us"] for r in ok if r["baseline"] and r["sverbs"] == m])
-            for m, _ in MODES}
     for size in sorted({r["large_size"] for r in ok}, key=size_key):
-        row = {"background": size,
-               "depth": next((r["depth"] for r in ok if r["large_size"] == size), None)}
-        by = {m: [r for r in ok if r["large_size"] == size and r["sverbs"] == m] for m, _ in MODES}
-        for m, name in MODES:
-            rs = by[m]
-            row[name] = {
-                "n": len(rs),
-                "p50_us": rnd(med([r["small"]["p50_us"] for r in rs])),
-                "p99_us": rnd(med([r["small"]["p99_us"] for r in rs])),
-                "p999_us": rnd(med([r["small"]["p999_us"] for r in rs])),
-                "max_us": rnd(med([r["small"]["max_us"] for r in rs])),
-                "small_count": sum(r["small"]["count"] for r in rs),
-                "skipped": sum(r["small"]["skipped"] for r in rs),
-                "mb_per_s": rnd(med([r["large"]["mb_per_s"] for r in rs])),
-                "p99_runs_us": [r["small"]["p99_us"] for r in rs],
-                "mb_per_s_runs": [r["large"]["mb_per_s"] for r in rs],
-            }
-            if size != "none":
-                row[name]["p99_vs_unloaded"] = rnd(ratio(row[name]["p99_us"], base[m]))
-        row["p99_ratio"] = rnd(ratio(row["sverbs"]["p99_us"], row["stock"]["p99_us"]), 3)
-        row["p99_ratio_paired"] = paired(by["off"], by["on"], lambda r: r["small"]["p99_us"])
-        row["p50_ratio"] = rnd(ratio(row["sverbs"]["p50_us"], row["stock"]["p50_us"]), 3)
+        for v in variants:
+            sel = [r for r in ok if r["_variant"] == v]
+            rs_size = [r for r in sel if r["large_size"] == size]
+            if rs_size:
+                out.append(hol_row(sel, rs_size, size, v))
+    return out
+
+
+def hol_row(sel, rs_size, size, variant):
+    """One background size (and variant): stock against sverbs."""
+    base = {m: med([r["small"]["p99_us"] for r in sel if r["baseline"] and r["sverbs"] == m])
+            for m, _ in MODES}
+    row = {"background": size,
+           "depth": next((r["depth"] for r in rs_size), None)}
+    if variant:
+        row["variant"] = variant
+    by = {m: [r for r in rs_size if r["sverbs"] == m] for m, _ in MODES}
+    for m, name in MODES:
+        rs = by[m]
+        row[name] = {
+            "n": len(rs),
+            "p50_us": rnd(med([r["small"]["p50_us"] for r in rs])),
+            "p99_us": rnd(med([r["small"]["p99_us"] for r in rs])),
+            "p999_us": rnd(med([r["small"]["p999_us"] for r in rs])),
+            "max_us": rnd(med([r["small"]["max_us"] for r in rs])),
+            "small_count": sum(r["small"]["count"] for r in rs),
+            "skipped": sum(r["small"]["skipped"] for r in rs),
+            "mb_per_s": rnd(med([r["large"]["mb_per_s"] for r in rs])),
+            "p99_runs_us": [r["small"]["p99_us"] for r in rs],
+            "mb_per_s_runs": [r["large"]["mb_per_s"] for r in rs],
+        }
         if size != "none":
-            row["mbps_ratio"] = rnd(ratio(row["sverbs"]["mb_per_s"], row["stock"]["mb_per_s"]), 3)
-            row["mbps_ratio_paired"] = paired(by["off"], by["on"],
-                                              lambda r: r["large"]["mb_per_s"])
-        out.append(row)
+            row[name]["p99_vs_unloaded"] = rnd(ratio(row[name]["p99_us"], base[m]))
+    row["p99_ratio"] = rnd(ratio(row["sverbs"]["p99_us"], row["stock"]["p99_us"]), 3)
+    row["p99_ratio_paired"] = paired(by["off"], by["on"], lambda r: r["small"]["p99_us"])
+    row["p50_ratio"] = rnd(ratio(row["sverbs"]["p50_us"], row["stock"]["p50_us"]), 3)
+    if size != "none":
+        row["mbps_ratio"] = rnd(ratio(row["sverbs"]["mb_per_s"], row["stock"]["mb_per_s"]), 3)
+        row["mbps_ratio_paired"] = paired(by["off"], by["on"],
+                                          lambda r: r["large"]["mb_per_s"])
+    row["_on_runs"] = by["on"]
+    return row
+
+
+def hol_variants(rows):
+    """Each variant's sverbs side against the first variant's, paired by
+    repetition (the same size): what a setting buys or costs."""
+    out = []
+    first = {}
+    for r in rows:
+        first.setdefault(r["background"], r)
+    for r in rows:
+        f = first[r["background"]]
+        if r is f or "variant" not in r:
+            continue
+        x = {"background": r["background"], "variant": r["variant"], "against": f["variant"],
+             "p99": paired(f["_on_runs"], r["_on_runs"], lambda q: q["small"]["p99_us"])}
+        if r["background"] != "none":
+            x["mb_per_s"] = paired(f["_on_runs"], r["_on_runs"], lambda q: q["large"]["mb_per_s"])
+        out.append(x)
     return out
 
 
@@ -285,6 +319,10 @@ def fmt_ratio(r, paired_r=None):
     return s
 
 
+def fmt_paired(p):
+    return fmt_ratio(p["median"], p) if p else "-"
+
+
 def markdown(name, meta, summ, errors):
     L = ["# %s" % name, ""]
     if meta:
@@ -309,6 +347,8 @@ def markdown(name, meta, summ, errors):
             st, sv = r["stock"], r["sverbs"]
             bg = "none (unloaded)" if r["background"] == "none" else "%s x%s" % (
                 r["background"], r["depth"])
+            if r.get("variant"):
+                bg += " (%s)" % r["variant"]
             L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 bg, fmt_us(st["p50_us"]), fmt_us(st["p99_us"]), fmt_us(sv["p50_us"]),
                 fmt_us(sv["p99_us"]), fmt_ratio(r["p99_ratio"], r["p99_ratio_paired"]),
@@ -320,6 +360,16 @@ def markdown(name, meta, summ, errors):
         L.append("")
         L.append("Target: sverbs p99 within 5x of the unloaded p99; large-stream MB/s close to "
                  "stock.")
+        L.append("")
+    if summ.get("hol_variants"):
+        L += ["## The sverbs side's variants against the first, paired by repetition", "",
+              "| background | variant / reference | high-priority p99 | large MB/s |",
+              "|---|---|---|---|"]
+        for x in summ["hol_variants"]:
+            L.append("| %s | %s / %s | %s | %s |" % (
+                "none (unloaded)" if x["background"] == "none" else x["background"],
+                x["variant"], x["against"], fmt_paired(x["p99"]),
+                fmt_paired(x.get("mb_per_s")) if x["background"] != "none" else "-"))
         L.append("")
     rate = [r for r in summ.get("rate", []) if r["kind"] == "rate"]
     lat = [r for r in summ.get("rate", []) if r["kind"] == "lat"]
@@ -470,7 +520,13 @@ def main():
     for r in runs:
         if r.get("mtu"):
             meta.setdefault("mtu", r["mtu"])
-    summ = {"hol": summarize_hol(runs), "rate": summarize_rate(runs),
+    hol = summarize_hol(runs)
+    hol_var = hol_variants(hol)
+    for r in hol:
+        r.pop("_on_runs", None)
+    for r in runs:
+        r.pop("_variant", None)
+    summ = {"hol": hol, "hol_variants": hol_var, "rate": summarize_rate(runs),
             "syscalls": summarize_syscalls(runs), "perftest": summarize_perftest(runs),
             "budget": budget_cost(runs)}
     summ = {k: v for k, v in summ.items() if v}
