@@ -26,6 +26,21 @@
  * provider's own post_send / poll_cq, called directly (SV_ADAPTER is a
  * constant: no function pointer), with no call into sched/ before them.
  */
+/*
+ * A watched QP (a budget in pass-through): a post whose poster waits for
+ * its completions still goes as stock (sverbs_watch_waits()), any other is
+ * sched/'s.  Out of line, so that the pass-through and queue paths' frame
+ * stays what it was.
+ */
+static __attribute__((noinline)) int
+sv_post_watched(struct ibv_qp *ibqp, struct sverbs_qp *sv,
+		struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
+{
+	if (sverbs_watch_waits(sv, wr, SV_ADAPTER.cq_consumed(ibqp->send_cq)))
+		return SV_ADAPTER.post_send(ibqp, wr, bad_wr);
+	return sverbs_post_queued(sv, wr, bad_wr);
+}
+
 static int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			struct ibv_send_wr **bad_wr)
 {
@@ -34,6 +49,8 @@ static int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	if (sv) {
 		if (sverbs_post_is_stock(sv, wr))
 			return SV_ADAPTER.post_send(ibqp, wr, bad_wr);
+		if (SV_ADAPTER.cq_consumed && sverbs_qp_watched(sv))
+			return sv_post_watched(ibqp, sv, wr, bad_wr);
 		return sverbs_post_queued(sv, wr, bad_wr);
 	}
 	/* a QP the layer leaves stock: still no wr_id of the layer's */

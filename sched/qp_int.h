@@ -112,9 +112,8 @@ struct sv_fifo {
 
 /* What a budgeted QP in pass-through measures (watch.c): relaxed atomics. */
 struct sv_watch {
-	_Atomic uint64_t gap_ns;   /* EWMA of the gaps between posts */
-	_Atomic uint64_t last_ns;  /* the previous post's return */
-	_Atomic uint32_t consumed; /* the send CQ's count at that post */
+	_Atomic uint64_t gap_ns; /* EWMA of the gaps between posts */
+	/* (the CQ's count and the last return: sverbs_qp_fast) */
 };
 
 struct sverbs_qp {

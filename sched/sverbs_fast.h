@@ -41,6 +41,13 @@ struct sverbs_qp_fast {
 	 */
 	atomic_uchar pt;
 	atomic_bool stock;
+	/*
+	 * WATCH (sched/watch.c): the send CQ's completion count at the QP's
+	 * previous post, and that post's return (0: none to count a gap
+	 * from).  Relaxed: unlocked posts race on them, a heuristic.
+	 */
+	_Atomic uint32_t consumed;
+	_Atomic uint64_t last_ns;
 };
 
 struct sverbs_cq_fast {
@@ -113,6 +120,37 @@ static inline bool sverbs_post_is_stock(const struct sverbs_qp *sqp,
 	return !found ||
 	       (found == SVERBS_SCAN_PRIO &&
 		atomic_load_explicit(&f->stock, memory_order_relaxed));
+}
+
+/* Whether the QP is watched (SVERBS_PT_WATCH, sched/watch.c). */
+static inline bool sverbs_qp_watched(const struct sverbs_qp *sqp)
+{
+	const struct sverbs_qp_fast *f = (const struct sverbs_qp_fast *)sqp;
+
+	return atomic_load_explicit(&f->pt, memory_order_acquire) ==
+	       SVERBS_PT_WATCH;
+}
+
+/*
+ * A watched QP's post whose poster took a completion from the send CQ since
+ * its previous post (consumed: the adapter's count now) waits for its
+ * completions: no batch would form, so it goes to the provider as it is,
+ * as in pass-through, with no call into sched/ and no clock read
+ * (sched/watch.c has the rest of the rule).
+ */
+static inline bool sverbs_watch_waits(struct sverbs_qp *sqp,
+				      const struct ibv_send_wr *wr,
+				      uint32_t consumed)
+{
+	struct sverbs_qp_fast *f = (struct sverbs_qp_fast *)sqp;
+
+	if (consumed ==
+		    atomic_load_explicit(&f->consumed, memory_order_relaxed) ||
+	    sverbs_list_scan(wr))
+		return false;
+	atomic_store_explicit(&f->consumed, consumed, memory_order_relaxed);
+	atomic_store_explicit(&f->last_ns, 0, memory_order_relaxed);
+	return true;
 }
 
 /* Whether a poll is the provider's own (see sverbs_poll_fixup()). */

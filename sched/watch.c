@@ -14,9 +14,11 @@
  *    (batch/'s arrival-gap EWMA, from the return of one post to the start
  *    of the next, as on the queue).
  *
- * A post of a poster that waits reads no clock: in a closed loop a watched
- * post costs the count's read and one call more than pass-through.  The
- * first post that sees both signs leaves pass-through for the queue, for good
+ * A post of a poster that waits reads no clock, and the providers' glue
+ * sees it without calling sched/ (sverbs_post_watch_waits(), inline): in a
+ * closed loop a watched post costs the count's read and a few tests over
+ * pass-through (perf/results/insns-watch.md).  The first post that sees
+ * both signs leaves pass-through for the queue, for good
  * (sv_qp_leave_prepare(), as a priority does), and the batching policy
  * starts from the gap measured here.  A completion of another QP on the same
  * CQ also counts as taken: the QP then keeps posting stock, which costs
@@ -34,7 +36,7 @@
  */
 bool sv_watch_leaves(struct sverbs_qp *sqp, bool *timed)
 {
-	struct sv_watch *w = &sqp->watch;
+	struct sverbs_qp_fast *f = &sqp->fast;
 	uint64_t budget = (uint64_t)sqp->cfg.batch_budget_us * 1000;
 	uint64_t now, last, gap;
 	uint32_t c;
@@ -42,20 +44,23 @@ bool sv_watch_leaves(struct sverbs_qp *sqp, bool *timed)
 	*timed = false;
 	if (sqp->ad->cq_consumed) {
 		c = sqp->ad->cq_consumed(sqp->scq->cq);
-		if (c != atomic_exchange_explicit(&w->consumed, c,
-						  memory_order_relaxed)) {
-			atomic_store_explicit(&w->last_ns, 0,
+		if (c !=
+		    atomic_load_explicit(&f->consumed, memory_order_relaxed)) {
+			atomic_store_explicit(&f->consumed, c,
+					      memory_order_relaxed);
+			atomic_store_explicit(&f->last_ns, 0,
 					      memory_order_relaxed);
 			return false;
 		}
 	}
 	*timed = true;
 	now = sverbs_now_ns();
-	last = atomic_load_explicit(&w->last_ns, memory_order_relaxed);
-	gap = atomic_load_explicit(&w->gap_ns, memory_order_relaxed);
+	last = atomic_load_explicit(&f->last_ns, memory_order_relaxed);
+	gap = atomic_load_explicit(&sqp->watch.gap_ns, memory_order_relaxed);
 	if (last && now >= last) {
 		gap = sverbs_batch_gap_ewma(budget, gap, now - last);
-		atomic_store_explicit(&w->gap_ns, gap, memory_order_relaxed);
+		atomic_store_explicit(&sqp->watch.gap_ns, gap,
+				      memory_order_relaxed);
 	}
 	return sverbs_batch_could_form(budget, gap);
 }
@@ -63,7 +68,7 @@ bool sv_watch_leaves(struct sverbs_qp *sqp, bool *timed)
 /* A timed post went stock: the next gap counts from its return. */
 void sv_watch_returned(struct sverbs_qp *sqp)
 {
-	atomic_store_explicit(&sqp->watch.last_ns, sverbs_now_ns(),
+	atomic_store_explicit(&sqp->fast.last_ns, sverbs_now_ns(),
 			      memory_order_relaxed);
 }
 
@@ -73,16 +78,15 @@ void sv_watch_seed(struct sverbs_qp *sqp)
 	sverbs_batch_seed(
 		sqp->batch,
 		atomic_load_explicit(&sqp->watch.gap_ns, memory_order_relaxed),
-		atomic_load_explicit(&sqp->watch.last_ns,
-				     memory_order_relaxed));
+		atomic_load_explicit(&sqp->fast.last_ns, memory_order_relaxed));
 }
 
 /* The CQ's count as the QP starts (creation). */
 void sv_watch_init(struct sverbs_qp *sqp)
 {
 	atomic_init(&sqp->watch.gap_ns, 0);
-	atomic_init(&sqp->watch.last_ns, 0);
-	atomic_init(&sqp->watch.consumed,
+	atomic_init(&sqp->fast.last_ns, 0);
+	atomic_init(&sqp->fast.consumed,
 		    sqp->ad->cq_consumed ? sqp->ad->cq_consumed(sqp->scq->cq)
 					 : 0);
 }
