@@ -86,6 +86,8 @@ def main():
 
 # Where the layer's instructions go: function -> group (exclusive counts).
 GROUPS = [
+    ("watch: a budgeted QP in pass-through (sched/watch.c, the glue's sv_post_watched)",
+     r"^(sv_watch_\w+|sv_post_watched|mlx5_sv_cq_consumed|rxe_sv_cq_consumed)$"),
     ("entry points (glue: the pass-through test, dispatch)",
      r"^(sv_post_send|sv_poll_cq|mlx5_sv_stock_poll_cq|rxe_sv_\w+)$"),
     ("admit: checks, the slot and its copy of the WR",
@@ -105,8 +107,6 @@ GROUPS = [
     ("poll: the CQ lock's rounds, pumping waiting QPs",
      r"^(poll_layered|poll_round|finish_round|pump_waiting|ring_pop|sverbs_poll_cq|raw_poll|"
      r"sverbs_poll_fixup|fast_fixup|pump_qp)$"),
-    ("watch: a budgeted QP in pass-through (sched/watch.c)",
-     r"^(sv_watch_\w+|mlx5_sv_cq_consumed|fk_cq_consumed)$"),
     ("locks (spin lock / unlock beyond stock's)", r"^pthread_spin_\w+"),
 ]
 
@@ -159,7 +159,7 @@ def breakdown(fndir):
         for m, c in cols.items():
             v = 0.0
             for fn, x in c.items():
-                if re.match(rx, fn):
+                if fn not in done[m] and re.match(rx, fn):
                     v += x - st.get(fn, 0)
                     done[m].add(fn)
             totals[m] += v
