@@ -2502,6 +2502,8 @@ static void test_watch_closed_loop(void)
 	}
 	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.pt), SVERBS_PT_WATCH);
 	CU_ASSERT_PTR_NULL(sqp[0]->slots);
+	/* no timer entry either (its thread would make the process dearer) */
+	CU_ASSERT_FALSE(sqp[0]->timer_on);
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 40);
 	CU_ASSERT_EQUAL(fk->doorbells, 40);
 	for (i = 0; i < 40; i++)
@@ -2533,6 +2535,7 @@ static void test_watch_leaves(void)
 				0);
 	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.pt), SVERBS_PT_OFF);
 	CU_ASSERT_PTR_NOT_NULL(sqp[0]->slots);
+	CU_ASSERT_TRUE(sqp[0]->timer_on);
 	/* the post that left went at once (nothing of the layer's in flight) */
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 2);
 	CU_ASSERT(sv_qp_owns(sqp[0], fk_wqe(0, 1)->wr.wr_id));
