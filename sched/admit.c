@@ -308,37 +308,41 @@ static int post_queue(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	return err;
 }
 
-/* post_passthrough(): the post takes the queue (errors are positive) */
-#define SV_TAKE_QUEUE (-1)
-
 /*
  * A post in pass-through: stock, unless it leaves for the queue, made now,
  * unlocked: at a WR that states a priority, or (a watched QP) when its
- * posts would form a batch (watch.c).
+ * posts would form a batch (watch.c).  True when the post is done (*ret:
+ * its return); false: it takes the queue.
  */
-static int post_passthrough(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
-			    struct ibv_send_wr **bad_wr, unsigned char pt)
+static bool post_passthrough(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+			     struct ibv_send_wr **bad_wr, unsigned char pt,
+			     int *ret)
 {
 	unsigned int found = sverbs_list_scan(wr);
 	bool timed = false;
 	int err;
 
-	if (!(found & SVERBS_SCAN_PRIO) &&
-	    !(pt == SVERBS_PT_WATCH && !found && sv_watch_leaves(sqp, &timed)))
-		return post_stock(sqp, wr, bad_wr, found, timed);
+	if (!(found & SVERBS_SCAN_PRIO) && !(pt == SVERBS_PT_WATCH && !found &&
+					     sv_watch_leaves(sqp, &timed))) {
+		*ret = post_stock(sqp, wr, bad_wr, found, timed);
+		return true;
+	}
 	err = sv_qp_leave_prepare(sqp);
 	/*
 	 * A QP that stays stock; a watched one whose queue found no memory
 	 * posts stock (it asked for nothing), a priority fails as stock's
 	 * post does without room.
 	 */
-	if (err == EAGAIN || (err && !(found & SVERBS_SCAN_PRIO)))
-		return post_stock(sqp, wr, bad_wr, found, timed);
+	if (err == EAGAIN || (err && !(found & SVERBS_SCAN_PRIO))) {
+		*ret = post_stock(sqp, wr, bad_wr, found, timed);
+		return true;
+	}
 	if (err) {
 		*bad_wr = wr;
-		return err;
+		*ret = err;
+		return true;
 	}
-	return SV_TAKE_QUEUE;
+	return false;
 }
 
 int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
@@ -348,11 +352,8 @@ int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		atomic_load_explicit(&sqp->fast.pt, memory_order_acquire);
 	int ret;
 
-	if (pt) {
-		ret = post_passthrough(sqp, wr, bad_wr, pt);
-		if (ret != SV_TAKE_QUEUE)
-			return ret;
-	}
+	if (pt && post_passthrough(sqp, wr, bad_wr, pt, &ret))
+		return ret;
 	return post_queue(sqp, wr, bad_wr);
 }
 
