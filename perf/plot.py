@@ -32,7 +32,11 @@ def bars(ax, labels, series, ylabel, log=False, dots=None):
             for x, pts in zip(xs, dots[name]):
                 ax.scatter([x] * len(pts), pts, s=10, color="black", zorder=3)
     ax.set_xticks(range(n))
-    ax.set_xticklabels(labels)
+    # many bars (variants): smaller, slanted labels that do not overlap
+    if n > 8:
+        ax.set_xticklabels(labels, rotation=50, ha="right", fontsize=8)
+    else:
+        ax.set_xticklabels(labels)
     ax.set_ylabel(ylabel)
     if log:
         ax.set_yscale("log")
@@ -46,7 +50,7 @@ def plot_hol(doc, outdir, name):
         return []
     made = []
     labels = [("unloaded" if r["background"] == "none" else r["background"]) +
-              ("\n" + r["variant"] if r.get("variant") else "") for r in rows]
+              (" " + r["variant"] if r.get("variant") else "") for r in rows]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, key, title in ((axes[0], "p50_us", "p50"), (axes[1], "p99_us", "p99")):
         series = {s: [(r[s][key] or 0) / 1000.0 for r in rows] for s in ("stock", "sverbs")}
@@ -68,7 +72,7 @@ def plot_hol(doc, outdir, name):
         fig, ax = plt.subplots(figsize=(6, 4))
         series = {s: [r[s]["mb_per_s"] for r in loaded] for s in ("stock", "sverbs")}
         dots = {s: [r[s]["mb_per_s_runs"] for r in loaded] for s in ("stock", "sverbs")}
-        bars(ax, [r["background"] + ("\n" + r["variant"] if r.get("variant") else "")
+        bars(ax, [r["background"] + (" " + r["variant"] if r.get("variant") else "")
                   for r in loaded], series, "MB/s", dots=dots)
         ax.set_title("large-WRITE stream throughput")
         ax.set_xlabel("background WRITE size")
