@@ -2414,15 +2414,25 @@ static void test_pt_random(void)
 }
 
 /* A budget far above the test's duration: only triggers ring. */
-static void budget_setup_levels(uint32_t budget_us, uint32_t small_msg,
-				unsigned int default_prio)
+static void budget_setup_qp(uint32_t budget_us, uint32_t small_msg,
+			    unsigned int default_prio, bool watched)
 {
 	cfg_default();
 	cfg.batch_budget_us = budget_us;
 	cfg.small_msg_bytes = small_msg;
 	cfg.default_prio = default_prio;
+	if (watched) {
+		cfg.slice_always = false;
+		cfg.passthrough = true;
+	}
 	setup(64);
 	mkqp(0, 32, false);
+}
+
+static void budget_setup_levels(uint32_t budget_us, uint32_t small_msg,
+				unsigned int default_prio)
+{
+	budget_setup_qp(budget_us, small_msg, default_prio, false);
 }
 
 static void budget_setup(uint32_t budget_us)
@@ -2471,12 +2481,7 @@ static void test_budget_holds_until_poll(void)
 /* A budgeted QP with pass-through on: it starts watched (sched/watch.c). */
 static void watch_setup(uint32_t budget_us)
 {
-	cfg_default();
-	cfg.slice_always = false;
-	cfg.passthrough = true;
-	cfg.batch_budget_us = budget_us;
-	setup(64);
-	mkqp(0, 32, false);
+	budget_setup_qp(budget_us, 0, 4, true);
 }
 
 /*
