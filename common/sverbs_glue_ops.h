@@ -22,11 +22,6 @@
 #include "sverbs_sched.h"
 
 /*
- * Pass-through (sverbs_post_is_stock(), sverbs_poll_is_stock()): the
- * provider's own post_send / poll_cq, called directly (SV_ADAPTER is a
- * constant: no function pointer), with no call into sched/ before them.
- */
-/*
  * A watched QP (a budget in pass-through): a post whose poster waits for
  * its completions still goes as stock (sverbs_watch_waits()), any other is
  * sched/'s.  Out of line, so that the pass-through and queue paths' frame
@@ -41,6 +36,11 @@ sv_post_watched(struct ibv_qp *ibqp, struct sverbs_qp *sv,
 	return sverbs_post_queued(sv, wr, bad_wr);
 }
 
+/*
+ * Pass-through (sverbs_post_is_stock(), sverbs_poll_is_stock()): the
+ * provider's own post_send / poll_cq, called directly (SV_ADAPTER is a
+ * constant: no function pointer), with no call into sched/ before them.
+ */
 static int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			struct ibv_send_wr **bad_wr)
 {

@@ -33,8 +33,9 @@ struct sverbs_qp_fast {
 	 * complete untouched (docs/semantics.md).  Read without the lock on
 	 * the post path; cleared once, under it, never set again (WATCH may
 	 * become ON first: a QP that stays stock watches no more).  WATCH:
-	 * the post is stock too, but takes sched/'s path, which watches
-	 * whether a batch would form (sched/watch.c).
+	 * the post is stock too while its poster waits for completions (the
+	 * glue's test, sverbs_watch_waits()); any other takes sched/'s path,
+	 * which watches whether a batch would form (sched/watch.c).
 	 * stock: the QP's CQ had no headroom when it tried to leave
 	 * pass-through: it stays there, as a QP the layer does not manage
 	 * (set once, under the CQ lock).
@@ -106,7 +107,7 @@ static inline bool sverbs_recv_list_reserved(const struct ibv_recv_wr *wr)
  * no copy, the application's wr_ids): the QP's first WR that states a
  * priority leaves pass-through (unless the QP stays stock), and a list with
  * a reserved wr_id takes the layer's path, which refuses it.  A watched
- * QP's posts take the layer's path, which posts them stock until it leaves.
+ * QP's posts are not (sverbs_qp_watched(), sverbs_watch_waits()).
  */
 static inline bool sverbs_post_is_stock(const struct sverbs_qp *sqp,
 					const struct ibv_send_wr *wr)

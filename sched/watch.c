@@ -15,7 +15,7 @@
  *    of the next, as on the queue).
  *
  * A post of a poster that waits reads no clock, and the providers' glue
- * sees it without calling sched/ (sverbs_post_watch_waits(), inline): in a
+ * sees it without calling sched/ (sverbs_watch_waits(), inline): in a
  * closed loop a watched post costs the count's read and a few tests over
  * pass-through (perf/results/insns-watch.md).  The first post that sees
  * both signs leaves pass-through for the queue, for good
