@@ -133,25 +133,33 @@ static inline bool sverbs_qp_watched(const struct sverbs_qp *sqp)
 }
 
 /*
- * A watched QP's post whose poster took a completion from the send CQ since
- * its previous post (consumed: the adapter's count now) waits for its
- * completions: no batch would form, so it goes to the provider as it is,
- * as in pass-through, with no call into sched/ and no clock read
- * (sched/watch.c has the rest of the rule).
+ * Whether the send CQ's count (consumed: the adapter's, now) moved since
+ * the watched QP's previous post, which then waited for completions; the
+ * count is kept, and no gap is counted from that post (sched/watch.c).
+ */
+static inline bool sverbs_watch_took(struct sverbs_qp *sqp, uint32_t consumed)
+{
+	struct sverbs_qp_fast *f = (struct sverbs_qp_fast *)sqp;
+
+	if (consumed ==
+	    atomic_load_explicit(&f->consumed, memory_order_relaxed))
+		return false;
+	atomic_store_explicit(&f->consumed, consumed, memory_order_relaxed);
+	atomic_store_explicit(&f->last_ns, 0, memory_order_relaxed);
+	return true;
+}
+
+/*
+ * A watched QP's post whose poster took a completion since its previous
+ * post waits for its completions: no batch would form, so it goes to the
+ * provider as it is, as in pass-through, with no call into sched/ and no
+ * clock read (sched/watch.c has the rest of the rule).
  */
 static inline bool sverbs_watch_waits(struct sverbs_qp *sqp,
 				      const struct ibv_send_wr *wr,
 				      uint32_t consumed)
 {
-	struct sverbs_qp_fast *f = (struct sverbs_qp_fast *)sqp;
-
-	if (consumed ==
-		    atomic_load_explicit(&f->consumed, memory_order_relaxed) ||
-	    sverbs_list_scan(wr))
-		return false;
-	atomic_store_explicit(&f->consumed, consumed, memory_order_relaxed);
-	atomic_store_explicit(&f->last_ns, 0, memory_order_relaxed);
-	return true;
+	return !sverbs_list_scan(wr) && sverbs_watch_took(sqp, consumed);
 }
 
 /* Whether a poll is the provider's own (see sverbs_poll_fixup()). */

@@ -36,26 +36,16 @@
  */
 bool sv_watch_leaves(struct sverbs_qp *sqp, bool *timed)
 {
-	struct sverbs_qp_fast *f = &sqp->fast;
 	uint64_t budget = (uint64_t)sqp->cfg.batch_budget_us * 1000;
 	uint64_t now, last, gap;
-	uint32_t c;
 
 	*timed = false;
-	if (sqp->ad->cq_consumed) {
-		c = sqp->ad->cq_consumed(sqp->scq->cq);
-		if (c !=
-		    atomic_load_explicit(&f->consumed, memory_order_relaxed)) {
-			atomic_store_explicit(&f->consumed, c,
-					      memory_order_relaxed);
-			atomic_store_explicit(&f->last_ns, 0,
-					      memory_order_relaxed);
-			return false;
-		}
-	}
+	if (sqp->ad->cq_consumed &&
+	    sverbs_watch_took(sqp, sqp->ad->cq_consumed(sqp->scq->cq)))
+		return false;
 	*timed = true;
 	now = sverbs_now_ns();
-	last = atomic_load_explicit(&f->last_ns, memory_order_relaxed);
+	last = atomic_load_explicit(&sqp->fast.last_ns, memory_order_relaxed);
 	gap = atomic_load_explicit(&sqp->watch.gap_ns, memory_order_relaxed);
 	if (last && now >= last) {
 		gap = sverbs_batch_gap_ewma(budget, gap, now - last);
