@@ -8,6 +8,9 @@
  *   SV_QP(ibqp), SV_CQ(ibcq)   the struct sverbs_qp * / sverbs_cq * slot of
  *                          the provider's QP / CQ (NULL: stock object)
  *   SV_STOCK_DESTROY_CQ, SV_STOCK_MODIFY_QP, SV_STOCK_DESTROY_QP
+ *   SV_STOCK_POLL_CQ       the provider's poll_cq, called directly by the
+ *                          pass-through poll (SV_ADAPTER.poll_cq, or one of
+ *                          the functions it chooses between)
  *
  * and defines sv_ops, the table to merge with verbs_set_ops(), and
  * sv_query_qp_stats, to register with libsverbs.
@@ -81,19 +84,31 @@ static int sv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 					    SV_ADAPTER.post_srq_recv);
 }
 
-static int sv_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+/*
+ * The pass-through poll with the provider's own poll function, a constant
+ * once inlined: sv_poll_cq() uses SV_STOCK_POLL_CQ; a provider with several
+ * (mlx5: one per CQE version) makes one entry point per function with it.
+ */
+static inline __attribute__((always_inline)) int
+sv_poll_cq_with(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc,
+		int (*stock)(struct ibv_cq *, int, struct ibv_wc *))
 {
 	struct sverbs_cq *sv = SV_CQ(ibcq);
 	int n;
 
 	if (!sv)
-		return SV_ADAPTER.poll_cq(ibcq, ne, wc);
+		return stock(ibcq, ne, wc);
 	if (!sverbs_poll_is_stock(sv))
 		return sverbs_poll_cq(sv, ne, wc);
-	n = SV_ADAPTER.poll_cq(ibcq, ne, wc);
+	n = stock(ibcq, ne, wc);
 	if (sverbs_poll_needs_fixup(sv, n))
-		return sverbs_poll_fixup(sv, ne, wc, n);
+		return sverbs_poll_fixup(sv, wc, n);
 	return n;
+}
+
+static int sv_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+{
+	return sv_poll_cq_with(ibcq, ne, wc, SV_STOCK_POLL_CQ);
 }
 
 static int sv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)

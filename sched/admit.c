@@ -319,11 +319,16 @@ static bool post_passthrough(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 			     int *ret)
 {
 	unsigned int found = sverbs_list_scan(wr);
-	bool timed = false;
+	bool timed = false, stays;
 	int err;
 
-	if (!(found & SVERBS_SCAN_PRIO) && !(pt == SVERBS_PT_WATCH && !found &&
-					     sv_watch_leaves(sqp, &timed))) {
+	if (found & SVERBS_SCAN_PRIO) /* unless the QP stays stock */
+		stays = atomic_load_explicit(&sqp->fast.stock,
+					     memory_order_relaxed);
+	else
+		stays = !(pt == SVERBS_PT_WATCH && !found &&
+			  sv_watch_leaves(sqp, &timed));
+	if (stays) {
 		*ret = post_stock(sqp, wr, bad_wr, found, timed);
 		return true;
 	}

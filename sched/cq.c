@@ -89,7 +89,15 @@ bool sv_cq_lock_post(struct sverbs_cq *scq)
 /* A QP left pass-through: before its first internal WQE (cq_fast()). */
 void sv_cq_layered(struct sverbs_cq *scq)
 {
-	atomic_fetch_add(&scq->fast.layered, 1);
+	atomic_fetch_add(&scq->fast.state, 1);
+}
+
+/* The ready ring or the stale list holds something (CQ lock held). */
+static void backlog_set(struct sverbs_cq *scq)
+{
+	if (!(atomic_load_explicit(&scq->fast.state, memory_order_relaxed) &
+	      SVERBS_CQ_BACKLOG))
+		atomic_fetch_or(&scq->fast.state, SVERBS_CQ_BACKLOG);
 }
 
 /*
@@ -266,7 +274,7 @@ static void ring_push(struct sverbs_cq *scq, const struct ibv_wc *wc)
 	}
 	scq->ready[(scq->rhead + scq->rcount) % scq->rcap] = *wc;
 	scq->rcount++;
-	atomic_store(&scq->fast.backlog, true);
+	backlog_set(scq);
 }
 
 static int ring_pop(struct sverbs_cq *scq, struct ibv_wc *wc, int ne)
@@ -310,7 +318,7 @@ static void stale_add(struct sverbs_cq *scq, const struct sverbs_qp *sqp)
 	scq->stale[i].qp_num = sqp->qp_num;
 	scq->stale[i].sealed = false;
 	scq->stale[i].seq_end = sqp->seq_next;
-	atomic_store(&scq->fast.backlog, true);
+	backlog_set(scq);
 }
 
 /* Forget QP number qpn's record; returns where its wr_ids ended. */
@@ -441,7 +449,7 @@ void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 		return;
 	sqp->registered = false;
 	if (!atomic_load(&sqp->fast.pt))
-		atomic_fetch_sub(&scq->fast.layered, 1);
+		atomic_fetch_sub(&scq->fast.state, 1);
 	stale_seal(scq, sqp->qp_num);
 	wait_del(scq, sqp);
 	scq->nqp--;
@@ -705,8 +713,9 @@ static void finish_round(struct sverbs_cq *scq, struct sv_touched *t)
 	scq->poll_gen++;
 	pump_waiting(scq, SV_PUMP_POLL);
 	/* nothing left for the fast path to overtake */
-	if (!scq->rcount && !scq->nstale && atomic_load(&scq->fast.backlog))
-		atomic_store(&scq->fast.backlog, false);
+	if (!scq->rcount && !scq->nstale &&
+	    (atomic_load(&scq->fast.state) & SVERBS_CQ_BACKLOG))
+		atomic_fetch_and(&scq->fast.state, ~SVERBS_CQ_BACKLOG);
 }
 
 /*
@@ -782,9 +791,8 @@ static int poll_round(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n,
 /* Every QP on the CQ posts in pass-through and nothing waits: poll raw. */
 static bool cq_fast(struct sverbs_cq *scq)
 {
-	return !atomic_load_explicit(&scq->fast.layered,
-				     memory_order_relaxed) &&
-	       !atomic_load_explicit(&scq->fast.backlog, memory_order_relaxed);
+	return !(atomic_load_explicit(&scq->fast.state, memory_order_relaxed) &
+		 (SVERBS_CQ_LAYERED | SVERBS_CQ_BACKLOG));
 }
 
 /*
@@ -844,14 +852,19 @@ int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
 		return poll_layered(scq, ne, wc);
 	n = raw_poll(scq, ne, wc);
 	/* a layer WQE is posted only after layered went up */
-	if (n <= 0 || !atomic_load(&scq->fast.layered))
+	if (n <= 0 || !(atomic_load(&scq->fast.state) & SVERBS_CQ_LAYERED))
 		return n;
 	return fast_fixup(scq, ne, wc, n);
 }
 
-int sverbs_poll_fixup(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n)
+int sverbs_poll_fixup(struct sverbs_cq *scq, struct ibv_wc *wc, int n)
 {
-	return fast_fixup(scq, ne, wc, n);
+	/*
+	 * Room for the n only (the glue keeps no more of its caller's frame):
+	 * what translation adds beyond them (a flush's completions) waits in
+	 * the ready ring for the next poll.
+	 */
+	return fast_fixup(scq, n, wc, n);
 }
 
 int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only)
@@ -972,6 +985,6 @@ bool sverbs_cq_install_ex_ops(struct sverbs_cq *scq, struct ibv_cq_ex *cq_ex,
 	cq_ex->read_sl = sv_read_sl;
 	cq_ex->read_dlid_path_bits = sv_read_dlid_path_bits;
 	scq->cq_ex = cq_ex;
-	scq->fast.ex = true;
+	atomic_fetch_or(&scq->fast.state, SVERBS_CQ_EX);
 	return true;
 }

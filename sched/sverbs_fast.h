@@ -51,15 +51,21 @@ struct sverbs_qp_fast {
 	_Atomic uint64_t last_ns;
 };
 
+/* struct sverbs_cq_fast.state: its low bits count the layered QPs */
+#define SVERBS_CQ_LAYERED 0x3fffffffu
+#define SVERBS_CQ_BACKLOG 0x40000000u
+#define SVERBS_CQ_EX	  0x80000000u
+
 struct sverbs_cq_fast {
 	/*
-	 * While no registered QP has left pass-through (layered) and nothing
-	 * waits in the ready ring or the stale (backlog), a poll is the
-	 * provider's own.  ex: an extended CQ, always polled through sched/.
+	 * One word, so that the pass-through poll tests it once.  While no
+	 * registered QP has left pass-through (the count in LAYERED) and
+	 * nothing waits in the ready ring or the stale list (BACKLOG), a
+	 * poll is the provider's own.  EX: an extended CQ, always polled
+	 * through sched/.  The count and the bits change by atomic add, sub,
+	 * or and and, never by a store of the whole word.
 	 */
-	atomic_uint layered;
-	atomic_bool backlog;
-	bool ex;
+	atomic_uint state;
 };
 
 /* What a scan of a post's list found (sverbs_list_scan()). */
@@ -102,25 +108,44 @@ static inline bool sverbs_recv_list_reserved(const struct ibv_recv_wr *wr)
 	return false;
 }
 
+/* Whether a WR states no priority and uses no wr_id of the layer's range. */
+static inline bool sverbs_wr_plain(const struct ibv_send_wr *wr)
+{
+	return !(wr->send_flags & SVERBS_PRIO_MASK) &&
+	       !sverbs_wr_id_reserved(wr->wr_id);
+}
+
+/*
+ * Whether every WR of the list is plain: one test per WR, all the
+ * pass-through post pays (a lone WR, the latency case, first).
+ */
+static inline bool sverbs_list_plain(const struct ibv_send_wr *wr)
+{
+	if (wr && !wr->next)
+		return sverbs_wr_plain(wr);
+	for (; wr; wr = wr->next)
+		if (!sverbs_wr_plain(wr))
+			return false;
+	return true;
+}
+
 /*
  * Whether a post of wr goes to the provider as it is (pass-through: no lock,
- * no copy, the application's wr_ids): the QP's first WR that states a
- * priority leaves pass-through (unless the QP stays stock), and a list with
- * a reserved wr_id takes the layer's path, which refuses it.  A watched
- * QP's posts are not (sverbs_qp_watched(), sverbs_watch_waits()).
+ * no copy, the application's wr_ids).  Any other takes sched/'s path, which
+ * scans the list again (sverbs_list_scan()): the QP's first WR that states a
+ * priority leaves pass-through (unless the QP stays stock: then it posts
+ * stock too), and a list with a reserved wr_id is refused from it on.  A
+ * watched QP's posts are not stock here (sverbs_qp_watched(),
+ * sverbs_watch_waits()).
  */
 static inline bool sverbs_post_is_stock(const struct sverbs_qp *sqp,
 					const struct ibv_send_wr *wr)
 {
 	const struct sverbs_qp_fast *f = (const struct sverbs_qp_fast *)sqp;
-	unsigned int found;
 
-	if (atomic_load_explicit(&f->pt, memory_order_acquire) != SVERBS_PT_ON)
-		return false;
-	found = sverbs_list_scan(wr);
-	return !found ||
-	       (found == SVERBS_SCAN_PRIO &&
-		atomic_load_explicit(&f->stock, memory_order_relaxed));
+	return atomic_load_explicit(&f->pt, memory_order_acquire) ==
+		       SVERBS_PT_ON &&
+	       sverbs_list_plain(wr);
 }
 
 /* Whether the QP is watched (SVERBS_PT_WATCH, sched/watch.c). */
@@ -159,7 +184,7 @@ static inline bool sverbs_watch_waits(struct sverbs_qp *sqp,
 				      const struct ibv_send_wr *wr,
 				      uint32_t consumed)
 {
-	return !sverbs_list_scan(wr) && sverbs_watch_took(sqp, consumed);
+	return sverbs_list_plain(wr) && sverbs_watch_took(sqp, consumed);
 }
 
 /* Whether a poll is the provider's own (see sverbs_poll_fixup()). */
@@ -167,21 +192,19 @@ static inline bool sverbs_poll_is_stock(const struct sverbs_cq *scq)
 {
 	const struct sverbs_cq_fast *f = (const struct sverbs_cq_fast *)scq;
 
-	return !atomic_load_explicit(&f->layered, memory_order_relaxed) &&
-	       !atomic_load_explicit(&f->backlog, memory_order_relaxed) &&
-	       !f->ex;
+	return !atomic_load_explicit(&f->state, memory_order_relaxed);
 }
 
 /*
  * After a provider's own poll that returned n: whether a QP on the CQ left
  * pass-through meanwhile, so that any of the n may be one of its internal
- * WQEs (a layer WQE is posted only after layered went up).
+ * WQEs (a layer WQE is posted only after the count went up).
  */
 static inline bool sverbs_poll_needs_fixup(const struct sverbs_cq *scq, int n)
 {
 	const struct sverbs_cq_fast *f = (const struct sverbs_cq_fast *)scq;
 
-	return n > 0 && atomic_load(&f->layered);
+	return n > 0 && (atomic_load(&f->state) & SVERBS_CQ_LAYERED);
 }
 
 #endif /* SVERBS_SVERBS_FAST_H */

@@ -57,9 +57,9 @@ int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc);
 /*
  * The n completions a provider's own poll put in wc (sverbs_poll_is_stock()
  * was true), when sverbs_poll_needs_fixup(): the application's completions
- * among them, translated; returns their count.
+ * among them, translated in wc[0..n); returns their count (at most n).
  */
-int sverbs_poll_fixup(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n);
+int sverbs_poll_fixup(struct sverbs_cq *scq, struct ibv_wc *wc, int n);
 int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only);
 
 /*

@@ -126,7 +126,21 @@ static const struct sverbs_adapter mlx5_adapter = {
 #define SV_STOCK_DESTROY_CQ mlx5_destroy_cq
 #define SV_STOCK_MODIFY_QP  mlx5_modify_qp
 #define SV_STOCK_DESTROY_QP mlx5_destroy_qp
+#define SV_STOCK_POLL_CQ    mlx5_poll_cq
 #include "sverbs_glue_ops.h"
+
+/*
+ * sv_ops polls with mlx5_poll_cq, for CQE version 0; a context of version 1
+ * gets this one on top (as mlx5 itself sets its poll_cq at init).
+ */
+static int mlx5_sv_poll_cq_v1(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+{
+	return sv_poll_cq_with(ibcq, ne, wc, mlx5_poll_cq_v1);
+}
+
+static const struct verbs_context_ops sv_ops_cqe_v1 = {
+	.poll_cq = mlx5_sv_poll_cq_v1,
+};
 
 /* The layer's context ops (the adapter test counts through them). */
 const struct verbs_context_ops *mlx5_sv_ops(void)
@@ -139,6 +153,8 @@ void mlx5_sv_context_init(struct verbs_context *vctx)
 {
 	if (sverbs_glue_config(&vctx->context, &mlx5_adapter)) {
 		verbs_set_ops(vctx, &sv_ops);
+		if (to_mctx(&vctx->context)->cqe_version == MLX5_CQE_VERSION_V1)
+			verbs_set_ops(vctx, &sv_ops_cqe_v1);
 		sverbs_register_stats_fn(sv_query_qp_stats);
 	}
 }

@@ -93,6 +93,7 @@ static const struct sverbs_adapter rxe_adapter = {
 #define SV_STOCK_DESTROY_CQ rxe_destroy_cq
 #define SV_STOCK_MODIFY_QP  rxe_modify_qp
 #define SV_STOCK_DESTROY_QP rxe_destroy_qp
+#define SV_STOCK_POLL_CQ    rxe_poll_cq
 #include "sverbs_glue_ops.h"
 
 /* With the layer off nothing is replaced: the context is stock. */

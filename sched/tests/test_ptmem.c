@@ -117,7 +117,7 @@ static void test_pt_no_resize(void)
 	for (i = 0; i < 3; i++)
 		CU_ASSERT_EQUAL(post1(q[i], 20 + i, SVERBS_PRIO(2), &bad), 0);
 	CU_ASSERT_EQUAL(scq->nqp, 3);
-	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 3);
+	CU_ASSERT_EQUAL(sv_cq_nlayered(scq), 3);
 	CU_ASSERT(fk->resize_calls <= 2);
 	/* (the layer's WQEs may wait for pass-through's: two rounds) */
 	for (n = 0, r = 0; r < 2; r++) {
@@ -135,7 +135,7 @@ static void test_pt_no_resize(void)
 	for (i = 0; i < FK_QPS; i++)
 		destroy(q[i]);
 	CU_ASSERT_EQUAL(scq->nqp, 0);
-	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 0);
+	CU_ASSERT_EQUAL(sv_cq_nlayered(scq), 0);
 	sverbs_cq_destroy(scq);
 	fk_fini();
 }
@@ -241,7 +241,7 @@ static void test_pt_leave_enomem(void)
 		CU_ASSERT_EQUAL(bad->wr_id, 1);
 	CU_ASSERT_EQUAL(fk->sq[0].posted, 0);
 	CU_ASSERT_TRUE(atomic_load(&q->fast.pt));
-	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 0);
+	CU_ASSERT_EQUAL(sv_cq_nlayered(scq), 0);
 	/* pass-through goes on */
 	CU_ASSERT_EQUAL(post1(q, 2, 0, &bad), 0);
 	fk_complete(0, -1);

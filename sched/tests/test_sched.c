@@ -2030,7 +2030,7 @@ static void test_pt_untouched(void)
 
 	pt_setup(16);
 	CU_ASSERT_TRUE(atomic_load(&sqp[0]->fast.pt));
-	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 0);
+	CU_ASSERT_EQUAL(sv_cq_nlayered(scq), 0);
 	write_list3(wr, &sge, false);
 	db = fk->doorbells;
 	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), 0);
@@ -2091,7 +2091,7 @@ static void test_pt_leave(void)
 			     SVERBS_PRIO(3) | IBV_SEND_SIGNALED),
 			0);
 	CU_ASSERT_FALSE(atomic_load(&sqp[0]->fast.pt));
-	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 1);
+	CU_ASSERT_EQUAL(sv_cq_nlayered(scq), 1);
 	CU_ASSERT_TRUE(sqp[0]->pt_inflight);
 	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 5);
 	w = fk_wqe(0, 4);
@@ -2220,7 +2220,7 @@ static void test_pt_fast_poll_race(void)
 	check_no_internal(wc, n);
 	CU_ASSERT(wc[0].wr_id == 20 && wc[1].wr_id == 21);
 	CU_ASSERT(wc[1].opcode == IBV_WC_SEND && wc[1].byte_len == 8);
-	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 1);
+	CU_ASSERT_EQUAL(sv_cq_nlayered(scq), 1);
 	teardown();
 }
 
@@ -2257,19 +2257,19 @@ static void test_pt_config(void)
 		  !atomic_load(&sqp[2]->fast.pt) &&
 		  !atomic_load(&sqp[3]->fast.pt));
 	CU_ASSERT(atomic_load(&sqp[4]->fast.pt)); /* ibv_wr_* too */
-	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 3);
+	CU_ASSERT_EQUAL(sv_cq_nlayered(scq), 3);
 	/* destroying a pass-through QP leaves no grave, no backlog */
 	CU_ASSERT_EQUAL(post(sqp[5], 1, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
 	sverbs_qp_destroy_pre(sqp[5]);
 	sverbs_qp_destroy_post(sqp[5], 0);
 	sqp[5] = NULL;
 	CU_ASSERT_EQUAL(scq->nstale, 0);
-	CU_ASSERT_FALSE(atomic_load(&scq->fast.backlog));
+	CU_ASSERT_FALSE(sv_cq_backlog(scq));
 	/* destroying the others brings the CQ back to the fast path */
 	sverbs_qp_destroy_pre(sqp[1]);
 	sverbs_qp_destroy_post(sqp[1], 0);
 	sqp[1] = NULL;
-	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 2);
+	CU_ASSERT_EQUAL(sv_cq_nlayered(scq), 2);
 	teardown();
 }
 
@@ -2513,7 +2513,7 @@ static void test_watch_closed_loop(void)
 	CU_ASSERT_EQUAL(fk->doorbells, 40);
 	for (i = 0; i < 40; i++)
 		CU_ASSERT_EQUAL(fk_wqe(0, i)->wr.wr_id, 100 + (uint64_t)i);
-	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 0);
+	CU_ASSERT_EQUAL(sv_cq_nlayered(scq), 0);
 	teardown();
 }
 
@@ -3278,8 +3278,8 @@ static void test_stale_expires(void)
 	CU_ASSERT(wc[0].wr_id == 1 && wc[0].status == IBV_WC_WR_FLUSH_ERR);
 	CU_ASSERT_EQUAL(fk->cq_n, 0);
 	CU_ASSERT_EQUAL(scq->nstale, 0);
-	CU_ASSERT_FALSE(atomic_load(&scq->fast.backlog));
-	CU_ASSERT_EQUAL(atomic_load(&scq->fast.layered), 0);
+	CU_ASSERT_FALSE(sv_cq_backlog(scq));
+	CU_ASSERT_EQUAL(sv_cq_nlayered(scq), 0);
 	teardown();
 }
 
