@@ -24,7 +24,7 @@ rc=0
 vm_run "'$PERF_DIR/guest/smoke.sh'" >"$out" || rc=$?
 cat "$out"
 [ $rc = 0 ] || { echo "FAIL: guest exit status $rc"; exit 1; }
-$PY - "$out" <<'PYEOF'
+PERF_DIR=$PERF_DIR $PY - "$out" <<'PYEOF'
 import json, sys
 runs = {}
 for line in open(sys.argv[1]):
@@ -42,6 +42,12 @@ for l in ("smoke-write", "smoke-send"):
     need(l, lambda r: r["small"]["count"] > 0 and r["large"]["completed"] > 0
          and r["large"]["mb_per_s"] > 0 and r["small"]["p99_us"] > 0
          and r["sverbs"] == "on", "no small samples or no large WRITE completed")
+# the open-loop fields summarize.py reads: a message is scheduled no later
+# than it is posted, so its latency from the schedule is never the smaller
+need("smoke-write", lambda r: r["window_s"] > 0 and r["interval_us"] > 0
+     and r["small_from_schedule"]["count"] == r["small"]["count"]
+     and r["small_from_schedule"]["p99_us"] >= r["small"]["p99_us"],
+     "small_from_schedule missing, or below the latency from the post")
 need("smoke-baseline", lambda r: r["small"]["count"] > 0 and r["large"]["completed"] == 0,
      "baseline: no samples, or a background stream ran")
 need("smoke-t1", lambda r: r["wrs"] > 0 and r["kpps"] > 0 and r["post_calls"] > 0 and r["post_list"] == 1,
@@ -53,6 +59,15 @@ need("smoke-error", lambda r: r["ok"],
 need("smoke-pl16", lambda r: r["mpps"] > 0 and r["sverbs"] == "on",
      "perftest.sh bw-pl16 (ib_write_bw --post_list 16) failed or measured nothing")
 need("smoke-lat", lambda r: r["lat"]["count"] > 0 and r["lat"]["p50_us"] > 0, "no latency sample")
+# summarize.py over the runs: the hol tables, both latencies
+import os, subprocess, tempfile
+with tempfile.TemporaryDirectory() as d:
+    p = subprocess.run([sys.executable, os.path.join(os.environ["PERF_DIR"], "summarize.py"),
+                        "smoke", sys.argv[1], "--outdir", d], capture_output=True, text=True)
+    md = open(os.path.join(d, "smoke.md")).read() if os.path.exists(os.path.join(d, "smoke.md")) else ""
+    if "from their scheduled time" not in md or "64K x2" not in md:
+        bad.append("summarize.py: no hol table from the schedule (exit %d: %s)" %
+                   (p.returncode, p.stderr.strip()[-200:]))
 for b in bad:
     print("FAIL:", b)
 if not bad:

@@ -115,10 +115,27 @@ def summarize_hol(runs):
     return out
 
 
+def sched(run):
+    """The small messages' latency from their scheduled (open-loop) time:
+    it counts the wait to be posted at all, which the latency from the post
+    leaves out when the poster falls behind (coordinated omission)."""
+    return run["small"].get("count") and run.get("small_from_schedule")
+
+
+def on_schedule(run):
+    """The share of the measured window's scheduled messages that were
+    posted and completed in it (the rest are not in either latency)."""
+    due = run["window_s"] * 1e6 / run["interval_us"]
+    return min(1.0, run["small"]["count"] / due) if due else None
+
+
 def hol_row(sel, rs_size, size, variant):
     """One background size (and variant): stock against sverbs."""
     base = {m: med([r["small"]["p99_us"] for r in sel if r["baseline"] and r["sverbs"] == m])
             for m, _ in MODES}
+    base_sched = {m: med([sched(r)["p99_us"] for r in sel
+                          if r["baseline"] and r["sverbs"] == m and sched(r)])
+                  for m, _ in MODES}
     row = {"background": size,
            "depth": next((r["depth"] for r in rs_size), None)}
     if variant:
@@ -138,11 +155,23 @@ def hol_row(sel, rs_size, size, variant):
             "p99_runs_us": [r["small"]["p99_us"] for r in rs],
             "mb_per_s_runs": [r["large"]["mb_per_s"] for r in rs],
         }
+        if rs and all(sched(r) for r in rs):
+            row[name]["sched"] = {
+                "p50_us": rnd(med([sched(r)["p50_us"] for r in rs])),
+                "p99_us": rnd(med([sched(r)["p99_us"] for r in rs])),
+                "on_schedule": rnd(med([on_schedule(r) for r in rs]), 3),
+            }
+            if size != "none":
+                row[name]["sched"]["p99_vs_unloaded"] = rnd(
+                    ratio(row[name]["sched"]["p99_us"], base_sched[m]))
         if size != "none":
             row[name]["p99_vs_unloaded"] = rnd(ratio(row[name]["p99_us"], base[m]))
     row["p99_ratio"] = rnd(ratio(row["sverbs"]["p99_us"], row["stock"]["p99_us"]), 3)
     row["p99_ratio_paired"] = paired(by["off"], by["on"], lambda r: r["small"]["p99_us"])
     row["p50_ratio"] = rnd(ratio(row["sverbs"]["p50_us"], row["stock"]["p50_us"]), 3)
+    if "sched" in row["stock"] and "sched" in row["sverbs"]:
+        row["sched_p99_ratio_paired"] = paired(by["off"], by["on"],
+                                               lambda r: sched(r)["p99_us"])
     if size != "none":
         row["mbps_ratio"] = rnd(ratio(row["sverbs"]["mb_per_s"], row["stock"]["mb_per_s"]), 3)
         row["mbps_ratio_paired"] = paired(by["off"], by["on"],
@@ -164,6 +193,8 @@ def hol_variants(rows):
             continue
         x = {"background": r["background"], "variant": r["variant"], "against": f["variant"],
              "p99": paired(f["_on_runs"], r["_on_runs"], lambda q: q["small"]["p99_us"])}
+        if all(sched(q) for q in f["_on_runs"] + r["_on_runs"]):
+            x["sched_p99"] = paired(f["_on_runs"], r["_on_runs"], lambda q: sched(q)["p99_us"])
         if r["background"] != "none":
             x["mb_per_s"] = paired(f["_on_runs"], r["_on_runs"], lambda q: q["large"]["mb_per_s"])
         out.append(x)
@@ -307,14 +338,22 @@ def fmt_us(x):
     return "%.0f µs" % x if x >= 100 else "%.1f µs" % x
 
 
+def fmt_x(r):
+    """A ratio: two decimals, or 1/N for one under 0.01 (a p99 thousands of
+    times lower must not read as 0.00)."""
+    if 0 < r < 0.01:
+        return "1/%.0f" % (1 / r)
+    return "%.2f" % r
+
+
 def fmt_ratio(r, paired_r=None):
     if r is None:
         return "-"
-    s = "%.2fx" % r
+    s = fmt_x(r) + "x"
     if paired_r and paired_r["n"] > 1:
-        s += " (%.2f..%.2f" % (paired_r["min"], paired_r["max"])
+        s += " (%s..%s" % (fmt_x(paired_r["min"]), fmt_x(paired_r["max"]))
         if paired_r.get("ci95"):
-            s += "; CI %.2f..%.2f" % tuple(paired_r["ci95"])
+            s += "; CI %s..%s" % tuple(fmt_x(x) for x in paired_r["ci95"])
         s += ")"
     return s
 
@@ -361,14 +400,48 @@ def markdown(name, meta, summ, errors):
         L.append("Target: sverbs p99 within 5x of the unloaded p99; large-stream MB/s close to "
                  "stock.")
         L.append("")
+        sch = [r for r in summ["hol"] if "sched" in r["stock"] or "sched" in r["sverbs"]]
+        if sch:
+            L += ["### The same messages' latency from their scheduled time (open loop)", "",
+                  "The table above times each message from its post.  A poster that falls "
+                  "behind its schedule (on rxe, stock's post of a WRITE that fits its "
+                  "unacknowledged-packet limit sends it whole inside the call) posts late, and "
+                  "the messages it never posts are in neither table: this one counts the wait "
+                  "to be posted.  On schedule: the share of the window's scheduled messages "
+                  "that were posted and completed in it.", "",
+                  "| background | stock p50 | stock p99 | sverbs p50 | sverbs p99 |"
+                  " p99 sverbs/stock | on schedule (stock, sverbs) |"
+                  " p99 / unloaded p99 (stock, sverbs) |",
+                  "|---|---|---|---|---|---|---|---|"]
+            for r in sch:
+                none = {"p50_us": None, "p99_us": None, "on_schedule": None}
+                st = r["stock"].get("sched", none)
+                sv = r["sverbs"].get("sched", none)
+                pct = lambda x: "-" if x is None else "%.0f%%" % (100 * x)
+                bg = "none (unloaded)" if r["background"] == "none" else "%s x%s" % (
+                    r["background"], r["depth"])
+                if r.get("variant"):
+                    bg += " (%s)" % r["variant"]
+                L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    bg, fmt_us(st["p50_us"]), fmt_us(st["p99_us"]), fmt_us(sv["p50_us"]),
+                    fmt_us(sv["p99_us"]),
+                    fmt_ratio(ratio(sv["p99_us"], st["p99_us"]),
+                              r.get("sched_p99_ratio_paired")),
+                    "%s, %s" % (pct(st["on_schedule"]), pct(sv["on_schedule"])),
+                    "-" if r["background"] == "none" else "%s, %s" % (
+                        fmt(st.get("p99_vs_unloaded"), "x"),
+                        fmt(sv.get("p99_vs_unloaded"), "x"))))
+            L.append("")
     if summ.get("hol_variants"):
         L += ["## The sverbs side's variants against the first, paired by repetition", "",
-              "| background | variant / reference | high-priority p99 | large MB/s |",
-              "|---|---|---|---|"]
+              "| background | variant / reference | high-priority p99 |"
+              " p99 from the schedule | large MB/s |",
+              "|---|---|---|---|---|"]
         for x in summ["hol_variants"]:
-            L.append("| %s | %s / %s | %s | %s |" % (
+            L.append("| %s | %s / %s | %s | %s | %s |" % (
                 "none (unloaded)" if x["background"] == "none" else x["background"],
                 x["variant"], x["against"], fmt_paired(x["p99"]),
+                fmt_paired(x["sched_p99"]) if x.get("sched_p99") else "-",
                 fmt_paired(x.get("mb_per_s")) if x["background"] != "none" else "-"))
         L.append("")
     rate = [r for r in summ.get("rate", []) if r["kind"] == "rate"]
@@ -472,6 +545,9 @@ def demo_table(summ):
         what = "HOL unloaded 64B" if bg == "none" else "HOL 64B behind %s x%s" % (bg, r["depth"])
         add(what, "p50", r["stock"]["p50_us"], r["sverbs"]["p50_us"], fmt_us)
         add("", "p99", r["stock"]["p99_us"], r["sverbs"]["p99_us"], fmt_us, r.get("p99_ratio_paired"))
+        if r.get("sched_p99_ratio_paired") and bg != "none":
+            add("", "p99 from schedule", r["stock"]["sched"]["p99_us"],
+                r["sverbs"]["sched"]["p99_us"], fmt_us, r["sched_p99_ratio_paired"])
         if bg != "none":
             add("", "large MB/s", r["stock"]["mb_per_s"], r["sverbs"]["mb_per_s"], fmt,
                 r.get("mbps_ratio_paired"))
