@@ -48,6 +48,9 @@ need("smoke-write", lambda r: r["window_s"] > 0 and r["interval_us"] > 0
      and r["small_from_schedule"]["count"] == r["small"]["count"]
      and r["small_from_schedule"]["p99_us"] >= r["small"]["p99_us"],
      "small_from_schedule missing, or below the latency from the post")
+need("smoke-thread", lambda r: r["stream_thread"] and r["small"]["count"] > 0
+     and r["large"]["completed"] > 0 and r["large"]["post_call_max_us"] > 0,
+     "--stream-thread: no small samples, or its thread posted no large WRITE")
 need("smoke-baseline", lambda r: r["small"]["count"] > 0 and r["large"]["completed"] == 0,
      "baseline: no samples, or a background stream ran")
 need("smoke-t1", lambda r: r["wrs"] > 0 and r["kpps"] > 0 and r["post_calls"] > 0 and r["post_list"] == 1,

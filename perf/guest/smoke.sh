@@ -9,6 +9,7 @@ run() { "$@" || { echo "smoke: FAILED ($?): $*" >&2; fail=1; }; }
 run "$b/hol_bench" -L 64K -t 1 --warmup 0.2 --label smoke-write
 run "$b/hol_bench" -L 64K -t 0.5 --warmup 0.2 --small-op send --label smoke-send
 run "$b/hol_bench" --baseline -t 0.5 --warmup 0.2 --label smoke-baseline
+run "$b/hol_bench" -L 64K -t 0.5 --warmup 0.2 --stream-thread --label smoke-thread
 run "$b/rate_bench" -T 1 -t 1 --warmup 0.2 --label smoke-t1
 run "$b/rate_bench" -T 2 -l 4 -t 0.5 --warmup 0.2 --label smoke-t2-pl4
 run "$b/rate_bench" --lat -t 0.5 --warmup 0.2 --label smoke-lat

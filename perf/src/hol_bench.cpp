@@ -9,15 +9,24 @@
 // --interval-us on a fixed (open-loop) schedule, each signaled; latency =
 // post -> its completion polled.  One thread busy-polls the sender's CQ and
 // dispatches by wr_id.  --baseline drops the background stream.
+// --stream-thread: a second thread re-posts the large WRITEs, so that a post
+// that blocks (stock rxe sends a WRITE within its unacknowledged-packet limit
+// whole inside the call) delays only the stream, not the small messages'
+// schedule: what is left is the wait on the wire.
 //
 // Output: one JSON line on stdout, one human line on stderr.  Any completion
 // with an error status aborts (exit 1) naming the status.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <optional>
+#include <semaphore>
+#include <thread>
+#include <utility>
 
 #include "util.hpp"
 #include "verbs.hpp"
@@ -45,6 +54,7 @@ struct Options {
     bool no_prio = false;
     uint32_t small_cap = 8192;
     bool inject_error = false;
+    bool stream_thread = false;
     bool small_inline = false;
     double stall_s = 30.0;
     int ack_timeout = 14;
@@ -168,6 +178,69 @@ class HolBench {
             throw Error(fmt::format("ibv_post_send(small {}): {}", o_.small_op, std::strerror(rc)));
     }
 
+    // --stream-thread: the poll loop counts each large completion as due for
+    // a re-post (due()); the thread posts them, timed like the inline posts
+    // (from warm-up on).  finish() stops it once nothing is due and rethrows
+    // its error.
+    class Streamer {
+      public:
+        Streamer(HolBench& b, uint64_t first, TimePoint t_warm, Result& r)
+            : b_(b), next_(first), t_warm_(t_warm), r_(r), t_([this] { loop(); }) {}
+        Streamer(const Streamer&) = delete;
+        Streamer& operator=(const Streamer&) = delete;
+        ~Streamer() {
+            try {
+                finish();
+            } catch (...) {  // run() has already failed, or finish() threw
+            }
+        }
+        void due() {
+            due_.fetch_add(1);
+            wake_.release();
+        }
+        void finish() {
+            if (!t_.joinable()) return;
+            stop_ = true;
+            wake_.release();
+            t_.join();
+            if (err_) std::rethrow_exception(std::exchange(err_, nullptr));
+        }
+
+      private:
+        // one wake per due() and one for stop: a wake that finds nothing
+        // due can only be the stop's (due() counts before it wakes)
+        void loop() {
+            try {
+                for (;;) {
+                    wake_.acquire();
+                    if (due_.load() == 0) {
+                        if (stop_) return;
+                        continue;
+                    }
+                    due_.fetch_sub(1);
+                    const TimePoint tp0 = Clock::now();
+                    b_.post_large(next_++);
+                    if (tp0 >= t_warm_) {
+                        const double d = us_between(tp0, Clock::now());
+                        r_.large_post_max_us = std::max(r_.large_post_max_us, d);
+                        r_.large_post_total_s += d / 1e6;
+                    }
+                }
+            } catch (...) {
+                err_ = std::current_exception();
+            }
+        }
+        HolBench& b_;
+        uint64_t next_;
+        TimePoint t_warm_;
+        Result& r_;  // its large_post_* fields: this thread's until finish()
+        std::counting_semaphore<1 << 20> wake_{0};
+        std::atomic<uint64_t> due_{0};
+        std::atomic<bool> stop_{false};
+        std::exception_ptr err_;
+        std::jthread t_;  // last: it starts once the rest is built
+    };
+
     Options o_;
     uint64_t large_bytes_, small_bytes_;
     bool send_op_;
@@ -199,6 +272,8 @@ Result HolBench::run() {
     uint64_t large_posted = 0, large_out = 0;
     if (!o_.baseline)
         for (; large_posted < o_.depth; large_posted++, large_out++) post_large(large_posted);
+    std::optional<Streamer> streamer;
+    if (o_.stream_thread && !o_.baseline) streamer.emplace(*this, large_posted, t_warm, r);
 
     uint64_t seq = 0, small_out = 0, measured_posted = 0;
     TimePoint next_small = t0;
@@ -254,7 +329,10 @@ Result HolBench::run() {
                         r.large_completed++;
                         r.large_bytes += large_bytes_;
                     }
-                    if (!t_end) {
+                    if (!t_end && streamer) {
+                        streamer->due();  // outstanding from now: the thread posts it
+                        large_out++;
+                    } else if (!t_end) {
                         const TimePoint tp0 = Clock::now();
                         post_large(large_posted++);
                         const double d = us_between(tp0, Clock::now());
@@ -283,6 +361,7 @@ Result HolBench::run() {
                 post_recv(wc[i].wr_id);
             }
         }
+        if (t_end && streamer) streamer->finish();  // posts what is due, then stops
         if (t_end && small_out == 0 && large_out == 0) break;
         if ((small_out || large_out) && now - last_progress > stall)
             throw Error(
@@ -320,6 +399,7 @@ int run_main(const Options& o) {
     j["prio"] = o.no_prio ? nlohmann::json(nullptr)
                           : nlohmann::json{{"small", o.small_prio}, {"large", o.large_prio}};
     j["interval_us"] = o.interval_us;
+    j["stream_thread"] = o.stream_thread;
     j["warmup_s"] = o.warmup_s;
     j["window_s"] = std::round(r.window_s * 1000.0) / 1000.0;
     j["small"] = to_json(r.small);
@@ -402,6 +482,9 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::Range(0, 31));
     app.add_option("--label", o.label, "free text copied into the JSON line");
+    app.add_flag("--stream-thread", o.stream_thread,
+                 "re-post the large WRITEs from a second thread (a blocking post then "
+                 "delays only the stream)");
     app.add_flag("--inject-error", o.inject_error,
                  "post the small WRITEs with a wrong rkey (tests the error path)");
     CLI11_PARSE(app, argc, argv);
