@@ -362,6 +362,13 @@ def fmt_paired(p):
     return fmt_ratio(p["median"], p) if p else "-"
 
 
+def hol_label(r):
+    """A head-of-line row's first cell: background size x depth (variant)."""
+    bg = "none (unloaded)" if r["background"] == "none" else "%s x%s" % (
+        r["background"], r["depth"])
+    return bg + (" (%s)" % r["variant"] if r.get("variant") else "")
+
+
 def markdown(name, meta, summ, errors):
     L = ["# %s" % name, ""]
     if meta:
@@ -384,10 +391,7 @@ def markdown(name, meta, summ, errors):
               "|---|---|---|---|---|---|---|---|---|---|"]
         for r in summ["hol"]:
             st, sv = r["stock"], r["sverbs"]
-            bg = "none (unloaded)" if r["background"] == "none" else "%s x%s" % (
-                r["background"], r["depth"])
-            if r.get("variant"):
-                bg += " (%s)" % r["variant"]
+            bg = hol_label(r)
             L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 bg, fmt_us(st["p50_us"]), fmt_us(st["p99_us"]), fmt_us(sv["p50_us"]),
                 fmt_us(sv["p99_us"]), fmt_ratio(r["p99_ratio"], r["p99_ratio_paired"]),
@@ -418,10 +422,7 @@ def markdown(name, meta, summ, errors):
                 st = r["stock"].get("sched", none)
                 sv = r["sverbs"].get("sched", none)
                 pct = lambda x: "-" if x is None else "%.0f%%" % (100 * x)
-                bg = "none (unloaded)" if r["background"] == "none" else "%s x%s" % (
-                    r["background"], r["depth"])
-                if r.get("variant"):
-                    bg += " (%s)" % r["variant"]
+                bg = hol_label(r)
                 L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     bg, fmt_us(st["p50_us"]), fmt_us(st["p99_us"]), fmt_us(sv["p50_us"]),
                     fmt_us(sv["p99_us"]),
