@@ -32,9 +32,12 @@ cd "$ROOT" || exit 1
 # of the build, not inside the test's timeout.
 meson compile -C build rdma-core-install >/dev/null ||
 	{ echo "test.sh: building rdma-core for the install prefix failed" >&2; exit 1; }
-# Likewise the ASan+UBSan build of test sanitize-short (sched/tests/meson.build).
-scripts/sanitize.sh --short --out build/sched/tests/sanitize --build-only asan >/dev/null ||
-	{ echo "test.sh: the sanitizer build (scripts/sanitize.sh) failed" >&2; exit 1; }
+# Likewise the ASan+UBSan and TSan builds of tests sanitize-short and
+# sanitize-tsan (sched/tests/meson.build).
+for s in asan tsan; do
+	scripts/sanitize.sh --short --out build/sched/tests/sanitize --build-only $s >/dev/null ||
+		{ echo "test.sh: the $s build (scripts/sanitize.sh) failed" >&2; exit 1; }
+done
 /usr/bin/python3 tests/build/check-timeouts.py build/meson-info/intro-tests.json ||
 	echo "test.sh: the meson timeouts add up to more than CI's limit (see above)"
 rm -f build/meson-logs/testlog.json

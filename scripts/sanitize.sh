@@ -6,10 +6,11 @@
 #   scripts/sanitize.sh            both: build-asan/ and build-tsan/
 #   scripts/sanitize.sh asan|tsan  one of them
 #   --out DIR                      build in DIR/asan, DIR/tsan instead
-#   --short                        CI (meson test sanitize-short): the
-#                                  randomized test's long run has 10^5 WRs
+#   --short                        CI (meson test sanitize-short and
+#                                  sanitize-tsan): the randomized test's
+#                                  long run has 10^5 WRs
 #   --build-only                   build, run nothing (test.sh builds
-#                                  sanitize-short's tree before the tests)
+#                                  both tests' trees before the tests)
 #   scripts/sanitize.sh guest      the guest end-to-end tests of the layer
 #                                  under ASan+UBSan (not part of "all")
 #   SVERBS_PREFIX=...              the rdma-core prefix whose headers to use
@@ -78,7 +79,8 @@ setup() { # dir sanitizers
 if [ "$WHICH" = all ] || [ "$WHICH" = asan ]; then
 	setup "$ASAN_DIR" address,undefined
 	meson compile -C "$ASAN_DIR" test_sched test_batch test_config test_model test_mt
-	[ "$BUILD_ONLY" = 0 ] || exit 0
+fi
+if [ "$BUILD_ONLY" = 0 ] && { [ "$WHICH" = all ] || [ "$WHICH" = asan ]; }; then
 	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 	meson test -C "$ASAN_DIR" --no-rebuild --print-errorlogs --num-processes 1 \
@@ -89,6 +91,7 @@ fi
 if [ "$WHICH" = all ] || [ "$WHICH" = tsan ]; then
 	setup "$TSAN_DIR" thread
 	meson compile -C "$TSAN_DIR" test_mt
+	[ "$BUILD_ONLY" = 0 ] || exit 0
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 		meson test -C "$TSAN_DIR" --no-rebuild --print-errorlogs --num-processes 1 mt || rc=1
 fi

@@ -257,17 +257,25 @@ static int fk_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	return 0;
 }
 
+/*
+ * Under the fake's lock, as mlx5 and rxe resize under their CQ lock: the
+ * layer grows the CQ from a posting thread while another polls it.
+ */
 static int fk_resize_cq(struct ibv_cq *cq, int cqe)
 {
-	int n = 1;
+	int n = 1, ret = 0;
 
+	pthread_mutex_lock(&fk_lock);
 	fk->resize_calls++;
-	if (fk->resize_fails)
-		return EINVAL;
-	while (fk->resize_round && n < cqe + 1)
-		n <<= 1;
-	cq->cqe = fk->resize_round ? n - 1 : cqe;
-	return 0;
+	if (fk->resize_fails) {
+		ret = EINVAL;
+	} else {
+		while (fk->resize_round && n < cqe + 1)
+			n <<= 1;
+		cq->cqe = fk->resize_round ? n - 1 : cqe;
+	}
+	pthread_mutex_unlock(&fk_lock);
+	return ret;
 }
 
 /*
