@@ -198,6 +198,9 @@ class HolBench {
             due_.fetch_add(1);
             wake_.release();
         }
+        // its post failed: finish() rethrows why (the poll loop asks each
+        // turn, so the error is the post's, not a stall it leads to)
+        bool failed() const { return failed_.load(); }
         void finish() {
             if (!t_.joinable()) return;
             stop_ = true;
@@ -228,6 +231,7 @@ class HolBench {
                 }
             } catch (...) {
                 err_ = std::current_exception();
+                failed_ = true;
             }
         }
         HolBench& b_;
@@ -237,6 +241,7 @@ class HolBench {
         std::counting_semaphore<1 << 20> wake_{0};
         std::atomic<uint64_t> due_{0};
         std::atomic<bool> stop_{false};
+        std::atomic<bool> failed_{false};
         std::exception_ptr err_;
         std::jthread t_;  // last: it starts once the rest is built
     };
@@ -361,7 +366,8 @@ Result HolBench::run() {
                 post_recv(wc[i].wr_id);
             }
         }
-        if (t_end && streamer) streamer->finish();  // posts what is due, then stops
+        // at the end: posts what is due, then stops; before: a failed post
+        if (streamer && (t_end || streamer->failed())) streamer->finish();
         if (t_end && small_out == 0 && large_out == 0) break;
         if ((small_out || large_out) && now - last_progress > stall)
             throw Error(
