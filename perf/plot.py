@@ -4,7 +4,8 @@
     plot.py RESULTS.json [--outdir DIR]
 
 Writes, next to the JSON (or in DIR):
-  <name>-latency.png         small-message p50/p99 per background size, stock vs sverbs (log)
+  <name>-latency.png         small-message p50/p99 per background size, stock vs sverbs
+                             (log), and the p99 from the scheduled time when the runs have it
   <name>-throughput.png      large-stream MB/s per background size, stock vs sverbs
   <name>-kpps.png            message rate per configuration, stock vs sverbs
 Every repetition is drawn as a dot over the median bar.
@@ -32,8 +33,9 @@ def bars(ax, labels, series, ylabel, log=False, dots=None):
             for x, pts in zip(xs, dots[name]):
                 ax.scatter([x] * len(pts), pts, s=10, color="black", zorder=3)
     ax.set_xticks(range(n))
-    # many bars (variants): smaller, slanted labels that do not overlap
-    if n > 8:
+    # many bars or long labels (variants): smaller, slanted labels that
+    # do not overlap
+    if n > 8 or n * max(len(str(x)) for x in labels) > 40:
         ax.set_xticklabels(labels, rotation=50, ha="right", fontsize=8)
     else:
         ax.set_xticklabels(labels)
@@ -51,15 +53,22 @@ def plot_hol(doc, outdir, name):
     made = []
     labels = [("unloaded" if r["background"] == "none" else r["background"]) +
               (" " + r["variant"] if r.get("variant") else "") for r in rows]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, key, title in ((axes[0], "p50_us", "p50"), (axes[1], "p99_us", "p99")):
-        series = {s: [(r[s][key] or 0) / 1000.0 for r in rows] for s in ("stock", "sverbs")}
+    # the third panel: the p99 from each message's scheduled time (the
+    # open-loop latency, which counts a late post; summarize.py's sched)
+    sched = all("sched" in r[s] for r in rows for s in ("stock", "sverbs"))
+    panels = [(lambda r, s: r[s], "p50_us", "p50 from the post"),
+              (lambda r, s: r[s], "p99_us", "p99 from the post")]
+    if sched:
+        panels.append((lambda r, s: r[s]["sched"], "p99_us", "p99 from the schedule"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2))
+    for ax, (side, key, title) in zip(axes, panels):
+        series = {s: [(side(r, s)[key] or 0) / 1000.0 for r in rows] for s in ("stock", "sverbs")}
         dots = None
         if key == "p99_us":
-            dots = {s: [[v / 1000.0 for v in r[s]["p99_runs_us"]] for r in rows]
+            dots = {s: [[v / 1000.0 for v in side(r, s)["p99_runs_us"]] for r in rows]
                     for s in ("stock", "sverbs")}
         bars(ax, labels, series, "latency (ms, log)", log=True, dots=dots)
-        ax.set_title("64 B high-prio %s behind large WRITEs" % title)
+        ax.set_title("64 B high-prio %s" % title)
         ax.set_xlabel("background WRITE size")
     fig.tight_layout()
     p = os.path.join(outdir, name + "-latency.png")

@@ -160,6 +160,7 @@ def hol_row(sel, rs_size, size, variant):
                 "p50_us": rnd(med([sched(r)["p50_us"] for r in rs])),
                 "p99_us": rnd(med([sched(r)["p99_us"] for r in rs])),
                 "on_schedule": rnd(med([on_schedule(r) for r in rs]), 3),
+                "p99_runs_us": [sched(r)["p99_us"] for r in rs],
             }
             if size != "none":
                 row[name]["sched"]["p99_vs_unloaded"] = rnd(
