@@ -27,6 +27,7 @@
 
 #include <infiniband/sverbs.h>
 
+#include "../../libibverbs/ibverbs.h"
 #include "mlx5.h"
 #include "wqe.h"
 #include "sverbs_fast.h"
@@ -1078,6 +1079,39 @@ static void test_glue_passthrough(void)
 	teardown();
 }
 
+/*
+ * mlx5 chooses its poll_cq by the context's CQE version at init, and so
+ * must the glue: its pass-through poll calls the provider's poll directly
+ * (SV_STOCK_POLL_CQ), and a version-1 context (what rdma-core asks of every
+ * current ConnectX) polled by version 0's function misreads its CQEs.
+ */
+static void test_glue_cqe_version(void)
+{
+	int (*poll[2])(struct ibv_cq *, int, struct ibv_wc *);
+	struct verbs_ex_private priv;
+	struct mlx5_context *ctx;
+	int v;
+
+	ctx = calloc(1, sizeof(*ctx));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+	for (v = 0; v <= 1; v++) {
+		memset(ctx, 0, sizeof(*ctx));
+		memset(&priv, 0, sizeof(priv));
+		ctx->ibv_ctx.priv = &priv;
+		ctx->cqe_version = v;
+		mlx5_sv_context_init(&ctx->ibv_ctx);
+		poll[v] = ctx->ibv_ctx.context.ops.poll_cq;
+		CU_ASSERT_PTR_EQUAL(priv.ops.poll_cq, poll[v]);
+	}
+	/* version 0: the table the other glue tests use; 1: another entry */
+	CU_ASSERT_PTR_EQUAL(poll[0], mlx5_sv_ops()->poll_cq);
+	CU_ASSERT_PTR_NOT_NULL(poll[1]);
+	CU_ASSERT_PTR_NOT_EQUAL(poll[1], poll[0]);
+	/* both the layer's, not mlx5's own (the layer is on here) */
+	CU_ASSERT_PTR_NOT_EQUAL(poll[1], mlx5_poll_cq_v1);
+	free(ctx);
+}
+
 static int glue_main(void)
 {
 	unsigned int fails;
@@ -1087,8 +1121,11 @@ static int glue_main(void)
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
 	s = CU_add_suite("mlx5 glue", NULL, NULL);
-	if (!s || !CU_add_test(s, "glue: pass-through, then a priority leaves",
-			       test_glue_passthrough))
+	if (!s ||
+	    !CU_add_test(s, "glue: pass-through, then a priority leaves",
+			 test_glue_passthrough) ||
+	    !CU_add_test(s, "glue: the poll entry of the context's CQE version",
+			 test_glue_cqe_version))
 		return 1;
 	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_basic_run_tests();
