@@ -95,8 +95,7 @@ void sv_cq_layered(struct sverbs_cq *scq)
 /* The ready ring or the stale list holds something (CQ lock held). */
 static void backlog_set(struct sverbs_cq *scq)
 {
-	if (!(atomic_load_explicit(&scq->fast.state, memory_order_relaxed) &
-	      SVERBS_CQ_BACKLOG))
+	if (!sv_cq_backlog(scq))
 		atomic_fetch_or(&scq->fast.state, SVERBS_CQ_BACKLOG);
 }
 
@@ -713,8 +712,7 @@ static void finish_round(struct sverbs_cq *scq, struct sv_touched *t)
 	scq->poll_gen++;
 	pump_waiting(scq, SV_PUMP_POLL);
 	/* nothing left for the fast path to overtake */
-	if (!scq->rcount && !scq->nstale &&
-	    (atomic_load(&scq->fast.state) & SVERBS_CQ_BACKLOG))
+	if (!scq->rcount && !scq->nstale && sv_cq_backlog(scq))
 		atomic_fetch_and(&scq->fast.state, ~SVERBS_CQ_BACKLOG);
 }
 
@@ -851,8 +849,7 @@ int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
 	if (!cq_fast(scq))
 		return poll_layered(scq, ne, wc);
 	n = raw_poll(scq, ne, wc);
-	/* a layer WQE is posted only after layered went up */
-	if (n <= 0 || !(atomic_load(&scq->fast.state) & SVERBS_CQ_LAYERED))
+	if (!sverbs_poll_needs_fixup(scq, n))
 		return n;
 	return fast_fixup(scq, ne, wc, n);
 }
