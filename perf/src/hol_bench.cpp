@@ -154,6 +154,18 @@ class HolBench {
                                     std::strerror(rc)));
     }
 
+    // a re-post of the stream, its time in the call counted from warm-up on
+    // (r's large_post_* fields)
+    void post_large_timed(uint64_t n, TimePoint t_warm, Result& r) {
+        const TimePoint tp0 = Clock::now();
+        post_large(n);
+        if (tp0 >= t_warm) {
+            const double d = us_between(tp0, Clock::now());
+            r.large_post_max_us = std::max(r.large_post_max_us, d);
+            r.large_post_total_s += d / 1e6;
+        }
+    }
+
     void post_small(uint64_t seq) {
         ibv_sge sge{.addr = reinterpret_cast<uintptr_t>(small_src_.data()),
                     .length = static_cast<uint32_t>(small_bytes_),
@@ -179,9 +191,8 @@ class HolBench {
     }
 
     // --stream-thread: the poll loop counts each large completion as due for
-    // a re-post (due()); the thread posts them, timed like the inline posts
-    // (from warm-up on).  finish() stops it once nothing is due and rethrows
-    // its error.
+    // a re-post (due()); the thread posts them (post_large_timed()).
+    // finish() stops it once nothing is due and rethrows its error.
     class Streamer {
       public:
         Streamer(HolBench& b, uint64_t first, TimePoint t_warm, Result& r)
@@ -221,13 +232,7 @@ class HolBench {
                         continue;
                     }
                     due_.fetch_sub(1);
-                    const TimePoint tp0 = Clock::now();
-                    b_.post_large(next_++);
-                    if (tp0 >= t_warm_) {
-                        const double d = us_between(tp0, Clock::now());
-                        r_.large_post_max_us = std::max(r_.large_post_max_us, d);
-                        r_.large_post_total_s += d / 1e6;
-                    }
+                    b_.post_large_timed(next_++, t_warm_, r_);
                 }
             } catch (...) {
                 err_ = std::current_exception();
@@ -338,13 +343,7 @@ Result HolBench::run() {
                         streamer->due();  // outstanding from now: the thread posts it
                         large_out++;
                     } else if (!t_end) {
-                        const TimePoint tp0 = Clock::now();
-                        post_large(large_posted++);
-                        const double d = us_between(tp0, Clock::now());
-                        if (tp0 >= t_warm) {
-                            r.large_post_max_us = std::max(r.large_post_max_us, d);
-                            r.large_post_total_s += d / 1e6;
-                        }
+                        post_large_timed(large_posted++, t_warm, r);
                         large_out++;
                     }
                 } else {
