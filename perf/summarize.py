@@ -392,9 +392,8 @@ def markdown(name, meta, summ, errors):
               "|---|---|---|---|---|---|---|---|---|---|"]
         for r in summ["hol"]:
             st, sv = r["stock"], r["sverbs"]
-            bg = hol_label(r)
             L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                bg, fmt_us(st["p50_us"]), fmt_us(st["p99_us"]), fmt_us(sv["p50_us"]),
+                hol_label(r), fmt_us(st["p50_us"]), fmt_us(st["p99_us"]), fmt_us(sv["p50_us"]),
                 fmt_us(sv["p99_us"]), fmt_ratio(r["p99_ratio"], r["p99_ratio_paired"]),
                 fmt(st["mb_per_s"]) if r["background"] != "none" else "-",
                 fmt(sv["mb_per_s"]) if r["background"] != "none" else "-",
@@ -418,14 +417,13 @@ def markdown(name, meta, summ, errors):
                   " p99 sverbs/stock | on schedule (stock, sverbs) |"
                   " p99 / unloaded p99 (stock, sverbs) |",
                   "|---|---|---|---|---|---|---|---|"]
+            none = {"p50_us": None, "p99_us": None, "on_schedule": None}
+            pct = lambda x: "-" if x is None else "%.0f%%" % (100 * x)
             for r in sch:
-                none = {"p50_us": None, "p99_us": None, "on_schedule": None}
                 st = r["stock"].get("sched", none)
                 sv = r["sverbs"].get("sched", none)
-                pct = lambda x: "-" if x is None else "%.0f%%" % (100 * x)
-                bg = hol_label(r)
                 L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                    bg, fmt_us(st["p50_us"]), fmt_us(st["p99_us"]), fmt_us(sv["p50_us"]),
+                    hol_label(r), fmt_us(st["p50_us"]), fmt_us(st["p99_us"]), fmt_us(sv["p50_us"]),
                     fmt_us(sv["p99_us"]),
                     fmt_ratio(ratio(sv["p99_us"], st["p99_us"]),
                               r.get("sched_p99_ratio_paired")),

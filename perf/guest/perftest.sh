@@ -56,9 +56,9 @@ for t in "$@"; do
 			cat "$tmp/client" >&2
 			# the result row starts with the message size (64)
 			row=$(awk '$1 == "64" && NF >= 5 { print; exit }' "$tmp/client")
-			# a row whose every figure after the size and count is 0
-			zero=$(awk '$1 == "64" && NF >= 5 { z = 1; for (i = 3; i <= NF; i++) if ($i + 0 != 0) z = 0; print z; exit }' "$tmp/client")
-			if [ "$ok" != 1 ] || [ "$zero" != 1 ]; then
+			# done unless every figure after the size and count is 0
+			if [ "$ok" != 1 ] || [ -z "$row" ] ||
+				! awk '{ for (i = 3; i <= NF; i++) if ($i + 0 != 0) exit 1 }' <<<"$row"; then
 				break
 			fi
 			echo "perftest: $name ($m) read 0: perftest's CPU clock sample failed; try $try of 2" >&2
