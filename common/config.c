@@ -44,6 +44,7 @@ static const struct key_desc keys[] = {
 	KEY("hol_target_us", V_UINT, hol_target_us, 1, 10000000),
 	KEY("window_slices", V_UINT, window_slices, 1, 1024),
 	KEY("window_signals", V_UINT, window_signals, 1, 1024),
+	KEY("slice_grow_windows", V_UINT, slice_grow_windows, 0, 1024),
 	KEY("slice_always", V_BOOL, slice_always, 0, 1),
 	KEY("passthrough", V_BOOL, passthrough, 0, 1),
 	KEY("cq_headroom", V_UINT, cq_headroom, 4, 65536),
@@ -66,6 +67,7 @@ void sverbs_config_defaults(struct sverbs_config *cfg)
 	cfg->hol_target_us = 50;
 	cfg->window_slices = 2;
 	cfg->window_signals = 2;
+	cfg->slice_grow_windows = 0;
 	cfg->slice_always = false;
 	cfg->passthrough = true;
 	cfg->cq_headroom = 64;

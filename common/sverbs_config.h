@@ -25,13 +25,15 @@ struct sverbs_config {
 	uint32_t slice_bytes;	   /* slice_bytes: 0 adaptive, else fixed */
 	uint32_t slice_min_bytes;  /* slice_min_bytes */
 	uint32_t slice_max_bytes;  /* slice_max_bytes */
-	uint32_t hol_target_us;	  /* hol_target_us: target wait behind slices */
-	uint32_t window_slices;	  /* window_slices: slices in flight */
-	uint32_t window_signals;  /* window_signals: signaled WQEs a window */
-	bool slice_always;	  /* slice_always: slice + window from the
-				   * first WR, not once a QP mixes levels */
-	bool passthrough;	  /* passthrough: a QP hands WRs straight to
-				   * the provider until it needs the layer */
+	uint32_t hol_target_us;	 /* hol_target_us: target wait behind slices */
+	uint32_t window_slices;	 /* window_slices: slices in flight */
+	uint32_t window_signals; /* window_signals: signaled WQEs a window */
+	uint32_t slice_grow_windows; /* slice_grow_windows: calm windows per
+				      * doubling of the slice; 0 off */
+	bool slice_always;	     /* slice_always: slice + window from the
+				      * first WR, not once a QP mixes levels */
+	bool passthrough;	     /* passthrough: a QP hands WRs straight to
+				      * the provider until it needs the layer */
 	uint32_t cq_headroom;	  /* cq_headroom: extra CQEs for internal use */
 	bool batch;		  /* batch: zero-delay doorbell batching */
 	uint32_t batch_budget_us; /* batch_budget_us: 0 = never hold */

@@ -185,6 +185,7 @@ void sv_wr_stamp(struct sverbs_qp *sqp, struct sv_wr *w, unsigned int flags,
 	w->no_flush = false;
 	memset(&w->cur, 0, sizeof(w->cur));
 	sqp->app_wrs++;
+	sv_slicer_arrive(&sqp->slicer, prio);
 }
 
 /*

@@ -278,6 +278,8 @@ static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 		return false;
 	}
 
+	if (!final && window != UINT64_MAX)
+		sv_slicer_cut(&sqp->slicer, w->prio);
 	q = wqe_new(sqp, s, bytes, final, sig, cost);
 	q->windowed = window != UINT64_MAX;
 	fill_wqe(sqp, n, w, bytes, sig);

@@ -28,6 +28,17 @@
  * CLOCK_MONOTONIC is read only at these points: a few times per slice, never
  * for a small WR unless it ends a sample.  Before the first sample the slice
  * is 64 KiB (clamped).
+ *
+ * Growth (slice_grow_windows = N > 0, on top of either size): every N
+ * windows' worth of slices cut in a row from WRs of one level, with no WR
+ * of a higher level accepted meanwhile, double the slice, up to
+ * slice_max_bytes (a fixed size above it does not grow).  The first WR of a
+ * higher level to be accepted puts it back at once (sv_slicer_arrive());
+ * a cut from another level starts the count afresh at that level.  So a
+ * stream that nothing overtakes pays for fewer, larger slices, and a high
+ * priority WR waits behind the slices already in flight when it comes,
+ * which may have grown: growth trades the first urgent WR's wait after a
+ * calm spell for the stream's rate.
  */
 #include "slice.h"
 #include "sverbs_batch.h"
@@ -57,6 +68,11 @@ void sv_slicer_init(struct sv_slicer *s, const struct sverbs_config *cfg)
 	s->acc_bytes = 0;
 	if (!s->clock_ns)
 		s->clock_ns = sverbs_now_ns;
+	s->grow_slices = cfg->slice_grow_windows *
+			 (cfg->window_slices ? cfg->window_slices : 1);
+	s->calm = 0;
+	s->shift = 0;
+	s->grow_prio = UINT8_MAX;
 }
 
 static void start_interval(struct sv_slicer *s)
@@ -119,4 +135,20 @@ void sv_slicer_retired(struct sv_slicer *s, uint64_t bytes,
 void sv_slicer_idle(struct sv_slicer *s)
 {
 	s->stamped = false;
+}
+
+void sv_slicer_cut(struct sv_slicer *s, uint8_t prio)
+{
+	if (!s->grow_slices)
+		return;
+	if (prio != s->grow_prio) {
+		s->grow_prio = prio;
+		s->shift = 0;
+		s->calm = 0;
+	}
+	if (++s->calm < s->grow_slices)
+		return;
+	s->calm = 0;
+	if (s->shift < 20 && ((uint64_t)s->cur << (s->shift + 1)) <= s->max)
+		s->shift++;
 }

@@ -45,6 +45,7 @@ static void test_defaults(void)
 	CU_ASSERT_EQUAL(cfg.small_msg_bytes, 0);
 	CU_ASSERT_EQUAL(cfg.slice_bytes, 0);
 	CU_ASSERT_EQUAL(cfg.window_slices, 2);
+	CU_ASSERT_EQUAL(cfg.slice_grow_windows, 0);
 	CU_ASSERT_FALSE(cfg.slice_always);
 	CU_ASSERT_TRUE(cfg.passthrough);
 	CU_ASSERT_TRUE(cfg.batch);
@@ -67,6 +68,7 @@ static void test_valid(void)
 			"slice_min_bytes = 2048\n"
 			"hol_target_us = 100\n"
 			"window_slices = 4\n"
+			"slice_grow_windows = 3\n"
 			"slice_always = on\n"
 			"passthrough = off\n"
 			"batch = no\n"
@@ -83,6 +85,7 @@ static void test_valid(void)
 	CU_ASSERT_EQUAL(cfg.slice_min_bytes, 2048);
 	CU_ASSERT_EQUAL(cfg.hol_target_us, 100);
 	CU_ASSERT_EQUAL(cfg.window_slices, 4);
+	CU_ASSERT_EQUAL(cfg.slice_grow_windows, 3);
 	CU_ASSERT_TRUE(cfg.slice_always);
 	CU_ASSERT_FALSE(cfg.passthrough);
 	CU_ASSERT_FALSE(cfg.batch);
@@ -118,6 +121,8 @@ static void test_bad_values(void)
 		"hol_target_us = 0",
 		"window_slices = 0",
 		"window_slices = 99999",
+		"slice_grow_windows = 1025",
+		"slice_grow_windows = -1",
 		"batch = 2",
 		"batch_levels = 3-9",
 		"batch_levels = 5-2",

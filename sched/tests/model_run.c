@@ -1326,6 +1326,8 @@ static void random_config(struct sverbs_config *c, bool timing)
 	 * workload (the model-known-* tests replay seeds).
 	 */
 	c->window_signals = c->cq_headroom % 4 ? 2 : 1;
+	/* growing slices in a third of the runs, derived the same way */
+	c->slice_grow_windows = c->cq_headroom % 3 ? 0 : 1 + c->cq_headroom % 2;
 }
 
 static void drain(void)
@@ -1478,15 +1480,16 @@ uint64_t model_run(const struct model_opts *o, struct model_result *res)
 	if (o->verbose > 1)
 		fprintf(stderr,
 			"model: seed %llu: passthrough %d slice_always %d "
-			"slice %u window %u/%u small %u default_prio %u "
-			"headroom %u batch %d budget %u flush_sig_only %d "
-			"resize_fails %d\n",
+			"slice %u window %u/%u grow %u small %u "
+			"default_prio %u headroom %u batch %d budget %u "
+			"flush_sig_only %d resize_fails %d\n",
 			(unsigned long long)o->seed, m.cfg.passthrough,
 			m.cfg.slice_always, m.cfg.slice_bytes,
 			m.cfg.window_slices, m.cfg.window_signals,
-			m.cfg.small_msg_bytes, m.cfg.default_prio,
-			m.cfg.cq_headroom, m.cfg.batch, m.cfg.batch_budget_us,
-			m.flush_sig_only, fk->resize_fails);
+			m.cfg.slice_grow_windows, m.cfg.small_msg_bytes,
+			m.cfg.default_prio, m.cfg.cq_headroom, m.cfg.batch,
+			m.cfg.batch_budget_us, m.flush_sig_only,
+			fk->resize_fails);
 	m.scq = sverbs_cq_create(&m.ad, fk_cq(), &m.cfg);
 	if (!m.scq) {
 		mismatch("sverbs_cq_create failed");

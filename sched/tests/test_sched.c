@@ -526,6 +526,77 @@ static void test_window_signals(void)
 }
 
 /*
+ * slice_grow_windows 1: slices cut in a row from one level double every
+ * window (2 slices): 4, 4, 8, 8, 16, 16 KiB...  A WR of a higher level puts
+ * the slice back to 4 KiB at once: the first slice cut after it is 4 KiB,
+ * and the growth starts again.  Either way each WR completes once.
+ */
+static void test_slice_grow(void)
+{
+	struct ibv_wc wc[4];
+	uint64_t want[] = { SL, SL, 2 * SL, 2 * SL, 4 * SL, 4 * SL };
+	int i, k, n = 0, urgent_at = -1;
+	bool posted_urgent = false;
+
+	cfg_default();
+	cfg.slice_grow_windows = 1;
+	setup(64);
+	mkqp(0, 64, false);
+	post(sqp[0], 9, IBV_WR_RDMA_WRITE, 256 * SL,
+	     IBV_SEND_SIGNALED | SVERBS_PRIO(7));
+	while (sqp[0]->queued || fk_outstanding(0)) {
+		if (!posted_urgent && fk->sq[0].posted >= 6) {
+			post(sqp[0], 10, IBV_WR_SEND, 100,
+			     IBV_SEND_SIGNALED | SVERBS_PRIO(0));
+			urgent_at = fk->sq[0].posted;
+			posted_urgent = true;
+		}
+		check_progress(sqp[0]);
+		fk_complete(0, 1);
+		n += poll_all(wc + n, 4 - n);
+	}
+	CU_ASSERT_EQUAL(n, 2);
+	CU_ASSERT(find_wc(wc, n, 9) >= 0 && find_wc(wc, n, 10) >= 0);
+	for (i = 0; i < n; i++)
+		CU_ASSERT_EQUAL(wc[i].status, IBV_WC_SUCCESS);
+	for (i = 0; i < 6; i++)
+		CU_ASSERT_EQUAL(fk_wqe(0, i)->bytes, want[i]);
+	/* after the urgent WR: the next slice of the WRITE is back at 4 KiB */
+	CU_ASSERT(urgent_at >= 6);
+	for (k = urgent_at; k < fk->sq[0].posted; k++)
+		if (fk_wqe(0, k)->wr.opcode == IBV_WR_RDMA_WRITE)
+			break;
+	CU_ASSERT(k < fk->sq[0].posted);
+	CU_ASSERT_EQUAL(fk_wqe(0, k)->bytes, SL);
+	/* and grows again */
+	CU_ASSERT(fk->sq[0].posted > k + 2);
+	CU_ASSERT_EQUAL(fk_wqe(0, k + 2)->bytes, 2 * SL);
+	teardown();
+}
+
+/* slice_grow_windows 0 (the default): every slice is the slice size. */
+static void test_slice_grow_off(void)
+{
+	struct ibv_wc wc[2];
+	int i, n = 0;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 64, false);
+	post(sqp[0], 9, IBV_WR_RDMA_WRITE, 32 * SL,
+	     IBV_SEND_SIGNALED | SVERBS_PRIO(7));
+	while (sqp[0]->queued || fk_outstanding(0)) {
+		fk_complete(0, 1);
+		n += poll_all(wc + n, 2 - n);
+	}
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 32);
+	for (i = 0; i < fk->sq[0].posted; i++)
+		CU_ASSERT_EQUAL(fk_wqe(0, i)->bytes, SL);
+	teardown();
+}
+
+/*
  * The window shrinks (the adaptive slice fell) below the unsignaled tail an
  * earlier round left in flight: a WR posted then must still go out, with a
  * signaled WQE that retires the tail, not wait for a completion nothing in
@@ -3441,6 +3512,10 @@ int main(void)
 		{ "prio policy", test_prio_policy },
 		{ "window bound", test_window_bound },
 		{ "window_signals: one CQE per window", test_window_signals },
+		{ "slice_grow: calm slices grow, a higher level shrinks them",
+		  test_slice_grow },
+		{ "slice_grow off: every slice is the slice size",
+		  test_slice_grow_off },
 		{ "window shrinks below an unsignaled tail",
 		  test_window_shrink_unsignaled_tail },
 		{ "depth bound", test_depth_bound },
