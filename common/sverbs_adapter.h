@@ -108,6 +108,14 @@ struct sverbs_adapter {
 	 * NULL: unknown; the arrival gap alone decides.
 	 */
 	uint32_t (*cq_consumed)(struct ibv_cq *cq);
+	/*
+	 * For a provider whose own poll_cq tests the layer's CQ state under
+	 * its CQ lock (mlx5: patch 0003's poll_cq): take and drop that lock,
+	 * so that a poll that read the state before it changed is over.
+	 * NULL: the glue tests the state again after each poll instead
+	 * (sverbs_poll_needs_fixup()).
+	 */
+	void (*cq_sync)(struct ibv_cq *cq);
 };
 
 #endif /* SVERBS_ADAPTER_H */

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The verbs entry points a provider's glue puts in front of the stock ones
- * when the layer is on.  Included once by providers/<name>/sverbs_<name>.c
- * after it defines:
+ * The verbs entry points a provider's glue installs when the layer is on.
+ * Included once by providers/<name>/sverbs_<name>.c after it defines:
  *
  *   SV_ADAPTER             its struct sverbs_adapter (stock post/poll/arm)
  *   SV_QP(ibqp), SV_CQ(ibcq)   the struct sverbs_qp * / sverbs_cq * slot of
  *                          the provider's QP / CQ (NULL: stock object)
  *   SV_STOCK_DESTROY_CQ, SV_STOCK_MODIFY_QP, SV_STOCK_DESTROY_QP
- *   SV_STOCK_POLL_CQ       the provider's poll_cq, called directly by the
- *                          pass-through poll (SV_ADAPTER.poll_cq, or one of
- *                          the functions it chooses between)
+ *   SV_POST_SEND, SV_POLL_CQ   the provider's own post_send and poll_cq
+ *                          with the layer's tests inside (sverbs_fast.h,
+ *                          "The tests a provider's own post_send / poll_cq
+ *                          make"), which hand what is the layer's to
+ *                          sv_post_layered() / sv_poll_layered()
  *
  * and defines sv_ops, the table to merge with verbs_set_ops(), and
  * sv_query_qp_stats, to register with libsverbs.
@@ -40,18 +41,17 @@ sv_post_watched(struct ibv_qp *ibqp, struct sverbs_qp *sv,
 }
 
 /*
- * Pass-through (sverbs_post_is_stock(), sverbs_poll_is_stock()): the
- * provider's own post_send / poll_cq, called directly (SV_ADAPTER is a
- * constant: no function pointer), with no call into sched/ before them.
+ * What the provider's post_send hands over: the whole post of a QP out of
+ * pass-through, or the rest of a list from its first WR that states a
+ * priority or uses a wr_id of the layer's (the WRs before it went as
+ * stock).
  */
-static int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-			struct ibv_send_wr **bad_wr)
+static inline int sv_post_layered(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+				  struct ibv_send_wr **bad_wr)
 {
 	struct sverbs_qp *sv = SV_QP(ibqp);
 
 	if (sv) {
-		if (sverbs_post_is_stock(sv, wr))
-			return SV_ADAPTER.post_send(ibqp, wr, bad_wr);
 		if (SV_ADAPTER.cq_consumed && sverbs_qp_watched(sv))
 			return sv_post_watched(ibqp, sv, wr, bad_wr);
 		return sverbs_post_queued(sv, wr, bad_wr);
@@ -60,6 +60,13 @@ static int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	if (!sverbs_send_list_reserved(wr))
 		return SV_ADAPTER.post_send(ibqp, wr, bad_wr);
 	return sverbs_post_send_checked(ibqp, wr, bad_wr, SV_ADAPTER.post_send);
+}
+
+/* What the provider's poll_cq hands over: a CQ the layer polls. */
+static inline int sv_poll_layered(struct ibv_cq *ibcq, int ne,
+				  struct ibv_wc *wc)
+{
+	return sverbs_poll_cq(SV_CQ(ibcq), ne, wc);
 }
 
 /*
@@ -82,33 +89,6 @@ static int sv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 		return SV_ADAPTER.post_srq_recv(srq, wr, bad_wr);
 	return sverbs_post_srq_recv_checked(srq, wr, bad_wr,
 					    SV_ADAPTER.post_srq_recv);
-}
-
-/*
- * The pass-through poll with the provider's own poll function, a constant
- * once inlined: sv_poll_cq() uses SV_STOCK_POLL_CQ; a provider with several
- * (mlx5: one per CQE version) makes one entry point per function with it.
- */
-static inline __attribute__((always_inline)) int
-sv_poll_cq_with(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc,
-		int (*stock)(struct ibv_cq *, int, struct ibv_wc *))
-{
-	struct sverbs_cq *sv = SV_CQ(ibcq);
-	int n;
-
-	if (!sv)
-		return stock(ibcq, ne, wc);
-	if (!sverbs_poll_is_stock(sv))
-		return sverbs_poll_cq(sv, ne, wc);
-	n = stock(ibcq, ne, wc);
-	if (sverbs_poll_needs_fixup(sv, n))
-		return sverbs_poll_fixup(sv, wc, n);
-	return n;
-}
-
-static int sv_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
-{
-	return sv_poll_cq_with(ibcq, ne, wc, SV_STOCK_POLL_CQ);
 }
 
 static int sv_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
@@ -173,7 +153,7 @@ static int sv_query_qp_stats(struct ibv_qp *qp, struct sverbs_qp_stats *st)
 	struct sverbs_qp *sv;
 
 	/* a QP of this provider, in a context where the layer is on */
-	if (qp->context->ops.post_send != sv_post_send)
+	if (qp->context->ops.post_send != SV_POST_SEND)
 		return ENOENT;
 	sv = SV_QP(qp);
 	if (!sv)
@@ -183,10 +163,10 @@ static int sv_query_qp_stats(struct ibv_qp *qp, struct sverbs_qp_stats *st)
 }
 
 static const struct verbs_context_ops sv_ops = {
-	.post_send = sv_post_send,
+	.post_send = SV_POST_SEND,
 	.post_recv = sv_post_recv,
 	.post_srq_recv = sv_post_srq_recv,
-	.poll_cq = sv_poll_cq,
+	.poll_cq = SV_POLL_CQ,
 	.req_notify_cq = sv_req_notify_cq,
 	.resize_cq = sv_resize_cq,
 	.destroy_cq = sv_destroy_cq,

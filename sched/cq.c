@@ -86,10 +86,19 @@ bool sv_cq_lock_post(struct sverbs_cq *scq)
 	return true;
 }
 
-/* A QP left pass-through: before its first internal WQE (cq_fast()). */
+/*
+ * A QP left pass-through: before its first internal WQE (cq_fast()).  A
+ * provider whose own poll tests the count under its CQ lock (cq_sync) is
+ * made to see it: a poll that read the count before is over when cq_sync
+ * returns, and could not have met a WQE posted after.
+ */
 void sv_cq_layered(struct sverbs_cq *scq)
 {
-	atomic_fetch_add(&scq->fast.state, 1);
+	unsigned int was = atomic_fetch_add(&scq->fast.state, 1);
+
+	/* an extended CQ never polls as stock (and may be mid-poll here) */
+	if (scq->ad->cq_sync && !(was & SVERBS_CQ_EX))
+		scq->ad->cq_sync(scq->cq);
 }
 
 /* The ready ring or the stale list holds something (CQ lock held). */

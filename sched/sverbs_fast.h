@@ -129,6 +129,15 @@ static inline bool sverbs_list_plain(const struct ibv_send_wr *wr)
 	return true;
 }
 
+/* Whether the QP is in pass-through, not watched (SVERBS_PT_ON). */
+static inline bool sverbs_qp_pt(const struct sverbs_qp *sqp)
+{
+	const struct sverbs_qp_fast *f = (const struct sverbs_qp_fast *)sqp;
+
+	return atomic_load_explicit(&f->pt, memory_order_acquire) ==
+	       SVERBS_PT_ON;
+}
+
 /*
  * Whether a post of wr goes to the provider as it is (pass-through: no lock,
  * no copy, the application's wr_ids).  Any other takes sched/'s path, which
@@ -141,11 +150,32 @@ static inline bool sverbs_list_plain(const struct ibv_send_wr *wr)
 static inline bool sverbs_post_is_stock(const struct sverbs_qp *sqp,
 					const struct ibv_send_wr *wr)
 {
-	const struct sverbs_qp_fast *f = (const struct sverbs_qp_fast *)sqp;
+	return sverbs_qp_pt(sqp) && sverbs_list_plain(wr);
+}
 
-	return atomic_load_explicit(&f->pt, memory_order_acquire) ==
-		       SVERBS_PT_ON &&
-	       sverbs_list_plain(wr);
+/*
+ * The tests a provider's own post_send / poll_cq make while the layer is on
+ * (patches 0002, 0003: rxe's and mlx5's post_send and poll_cq with an sv
+ * flag), so that pass-through costs them and nothing else: no call in
+ * front of the provider's, no second look at the CQ after its poll.
+ *
+ * A QP out of pass-through (queued or watched) posts through the layer:
+ * the whole list goes to the glue's sv_post_layered().
+ */
+static inline bool sverbs_qp_layered(const struct sverbs_qp *sqp)
+{
+	return sqp && !sverbs_qp_pt(sqp);
+}
+
+/*
+ * A WR that states a priority or uses a wr_id of the layer's is the
+ * layer's, with the rest of its list: the WRs before it are posted as
+ * stock, then sv_post_layered() takes it (as a pass-through QP's next post
+ * would).
+ */
+static inline bool sverbs_wr_layered(const struct ibv_send_wr *wr)
+{
+	return !sverbs_wr_plain(wr);
 }
 
 /* Whether the QP is watched (SVERBS_PT_WATCH, sched/watch.c). */
@@ -193,6 +223,18 @@ static inline bool sverbs_poll_is_stock(const struct sverbs_cq *scq)
 	const struct sverbs_cq_fast *f = (const struct sverbs_cq_fast *)scq;
 
 	return !atomic_load_explicit(&f->state, memory_order_relaxed);
+}
+
+/*
+ * A CQ with a QP out of pass-through (or with a backlog, or extended) is
+ * polled by the layer.  Tested under the provider's CQ lock: the layer
+ * counts a QP that leaves pass-through, then takes and drops that lock (the
+ * adapter's cq_sync) before its first WQE, so a poll that found the count 0
+ * is over before any layer WQE can complete (sched/cq.c, sv_cq_layered()).
+ */
+static inline bool sverbs_cq_layered(const struct sverbs_cq *scq)
+{
+	return scq && !sverbs_poll_is_stock(scq);
 }
 
 /*

@@ -82,6 +82,7 @@ void null_nop(ibv_qp*, ibv_send_wr* wr) {
 const sverbs_adapter null_adapter = {
     "null",  null_post_send, null_poll_cq, null_arm, null_resize, null_log, nullptr,
     nullptr, nullptr,        null_nop,     nullptr,  nullptr,     nullptr,  null_consumed,
+    nullptr,  // cq_sync: the glue's after-poll test (no provider lock here)
 };
 
 // How a WR goes down: straight to the null provider, or through the layer.

@@ -103,6 +103,20 @@ static uint32_t mlx5_sv_cq_consumed(struct ibv_cq *cq)
 	return __atomic_load_n(&to_mcq(cq)->cons_index, __ATOMIC_RELAXED);
 }
 
+/*
+ * Patch 0003's poll_cq tests the layer's CQ state under the CQ's lock (none
+ * for a single-threaded context, whose polls and posts never overlap).
+ */
+static void mlx5_sv_cq_sync(struct ibv_cq *ibcq)
+{
+	struct mlx5_cq *cq = to_mcq(ibcq);
+
+	if (!cq->lock.need_lock)
+		return;
+	mlx5_spin_lock(&cq->lock);
+	mlx5_spin_unlock(&cq->lock);
+}
+
 static const struct sverbs_adapter mlx5_adapter = {
 	.name = "mlx5",
 	.post_send = mlx5_post_send,
@@ -118,6 +132,7 @@ static const struct sverbs_adapter mlx5_adapter = {
 	.nop_wr = mlx5_sv_nop_wr,
 	.wc_is_recv = mlx5_sv_wc_is_recv,
 	.cq_consumed = mlx5_sv_cq_consumed,
+	.cq_sync = mlx5_sv_cq_sync,
 };
 
 #define SV_ADAPTER	    mlx5_adapter
@@ -126,18 +141,26 @@ static const struct sverbs_adapter mlx5_adapter = {
 #define SV_STOCK_DESTROY_CQ mlx5_destroy_cq
 #define SV_STOCK_MODIFY_QP  mlx5_modify_qp
 #define SV_STOCK_DESTROY_QP mlx5_destroy_qp
-#define SV_STOCK_POLL_CQ    mlx5_poll_cq
+#define SV_POST_SEND	    mlx5_sv_post_send
+#define SV_POLL_CQ	    mlx5_sv_poll_cq
 #include "sverbs_glue_ops.h"
 
-/*
- * sv_ops polls with mlx5_poll_cq, for CQE version 0; a context of version 1
- * gets this one on top (as mlx5 itself sets its poll_cq at init).
- */
-static int mlx5_sv_poll_cq_v1(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+/* What mlx5_sv_post_send() and mlx5_sv_poll_cq*() hand to the layer. */
+int mlx5_sv_post_layered(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad_wr)
 {
-	return sv_poll_cq_with(ibcq, ne, wc, mlx5_poll_cq_v1);
+	return sv_post_layered(ibqp, wr, bad_wr);
 }
 
+int mlx5_sv_poll_layered(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+{
+	return sv_poll_layered(ibcq, ne, wc);
+}
+
+/*
+ * sv_ops polls with mlx5_sv_poll_cq, for CQE version 0; a context of
+ * version 1 gets this one on top (as mlx5 itself sets its poll_cq at init).
+ */
 static const struct verbs_context_ops sv_ops_cqe_v1 = {
 	.poll_cq = mlx5_sv_poll_cq_v1,
 };

@@ -10,8 +10,24 @@
 #include <infiniband/driver.h>
 #include <stdbool.h>
 
+#include "sverbs_fast.h"
+
 struct mlx5_cq;
 struct mlx5_qp;
+
+/*
+ * The context's post_send and poll_cq while the layer is on: mlx5's own with
+ * the layer's tests inside (patch 0003; sverbs_fast.h, "The tests a
+ * provider's own post_send / poll_cq make").
+ */
+int mlx5_sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		      struct ibv_send_wr **bad_wr);
+int mlx5_sv_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
+int mlx5_sv_poll_cq_v1(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
+/* The glue (sverbs_mlx5.c): what those tests hand to the layer. */
+int mlx5_sv_post_layered(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad_wr);
+int mlx5_sv_poll_layered(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
 
 /*
  * The layer's no-op (the adapter's nop_wr, 16.6): a private WR opcode,

@@ -72,6 +72,15 @@ static uint32_t rxe_sv_cq_consumed(struct ibv_cq *cq)
 				    memory_order_relaxed);
 }
 
+/* Patch 0002's poll_cq tests the layer's CQ state under the CQ's lock. */
+static void rxe_sv_cq_sync(struct ibv_cq *ibcq)
+{
+	struct rxe_cq *cq = to_rcq(ibcq);
+
+	pthread_spin_lock(&cq->lock);
+	pthread_spin_unlock(&cq->lock);
+}
+
 static const struct sverbs_adapter rxe_adapter = {
 	.name = "rxe",
 	.post_send = rxe_post_send,
@@ -85,6 +94,7 @@ static const struct sverbs_adapter rxe_adapter = {
 	.log = rxe_sv_log,
 	.nop_wr = rxe_sv_nop_wr,
 	.cq_consumed = rxe_sv_cq_consumed,
+	.cq_sync = rxe_sv_cq_sync,
 };
 
 #define SV_ADAPTER	    rxe_adapter
@@ -93,8 +103,21 @@ static const struct sverbs_adapter rxe_adapter = {
 #define SV_STOCK_DESTROY_CQ rxe_destroy_cq
 #define SV_STOCK_MODIFY_QP  rxe_modify_qp
 #define SV_STOCK_DESTROY_QP rxe_destroy_qp
-#define SV_STOCK_POLL_CQ    rxe_poll_cq
+#define SV_POST_SEND	    rxe_sv_post_send
+#define SV_POLL_CQ	    rxe_sv_poll_cq
 #include "sverbs_glue_ops.h"
+
+/* What rxe_sv_post_send() and rxe_sv_poll_cq() hand to the layer. */
+int rxe_sv_post_layered(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad_wr)
+{
+	return sv_post_layered(ibqp, wr, bad_wr);
+}
+
+int rxe_sv_poll_layered(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+{
+	return sv_poll_layered(ibcq, ne, wc);
+}
 
 /* With the layer off nothing is replaced: the context is stock. */
 void rxe_sv_context_init(struct verbs_context *vctx)

@@ -9,6 +9,8 @@
 
 #include <infiniband/driver.h>
 
+#include "sverbs_fast.h"
+
 struct rxe_cq;
 struct rxe_qp;
 
@@ -24,6 +26,19 @@ int rxe_resize_cq(struct ibv_cq *ibcq, int cqe);
 int rxe_destroy_cq(struct ibv_cq *ibcq);
 int rxe_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask);
 int rxe_destroy_qp(struct ibv_qp *ibqp);
+
+/*
+ * The context's post_send and poll_cq while the layer is on: rxe's own with
+ * the layer's tests inside (patch 0002; sverbs_fast.h, "The tests a
+ * provider's own post_send / poll_cq make").
+ */
+int rxe_sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr_list,
+		     struct ibv_send_wr **bad_wr);
+int rxe_sv_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
+/* The glue (sverbs_rxe.c): what those tests hand to the layer. */
+int rxe_sv_post_layered(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad_wr);
+int rxe_sv_poll_layered(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
 
 /* Hooks.  Each is a no-op when the layer is off. */
 void rxe_sv_context_init(struct verbs_context *vctx);

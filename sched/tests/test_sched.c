@@ -2195,6 +2195,51 @@ static void test_pt_leave(void)
 }
 
 /*
+ * A provider that tests the CQ's state under its own CQ lock (mlx5's
+ * poll_cq) is synced when a QP leaves pass-through: once, after the count
+ * went up, before the layer's first WQE.  An extended CQ, never polled as
+ * stock and maybe mid-poll (its lock held), is not.
+ */
+static int sync_layered, sync_posted;
+
+static void sync_check(void)
+{
+	sync_layered = (int)sv_cq_nlayered(scq);
+	sync_posted = fk->sq[0].posted;
+}
+
+static void test_pt_leave_sync(void)
+{
+	pt_setup(16);
+	fk->sync_hook = sync_check;
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_SEND, 8, 0), 0);
+	CU_ASSERT_EQUAL(fk->sync_calls, 0);
+	CU_ASSERT_EQUAL(post(sqp[0], 2, IBV_WR_SEND, 8,
+			     SVERBS_PRIO(3) | IBV_SEND_SIGNALED),
+			0);
+	CU_ASSERT_EQUAL(fk->sync_calls, 1);
+	CU_ASSERT_EQUAL(sync_layered, 1);
+	CU_ASSERT_EQUAL(sync_posted, 1); /* the stock WQE, not the layer's */
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 2);
+	teardown();
+
+	cfg_default();
+	cfg.slice_always = false;
+	cfg.passthrough = true;
+	setup(64);
+	fk_install_ex();
+	CU_ASSERT_TRUE_FATAL(
+		sverbs_cq_install_ex_ops(scq, &fk->cqx, IBV_WC_STANDARD_FLAGS));
+	mkqp(0, 16, false);
+	CU_ASSERT_EQUAL(post(sqp[0], 2, IBV_WR_SEND, 8,
+			     SVERBS_PRIO(3) | IBV_SEND_SIGNALED),
+			0);
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->fast.pt));
+	CU_ASSERT_EQUAL(fk->sync_calls, 0);
+	teardown();
+}
+
+/*
  * The WR that ends pass-through is refused at post time (EINVAL): the QP
  * has left pass-through all the same, and the next unmarked lone WR takes
  * the queue under the tail rule (alone, signaled), not the lone-WR path.
@@ -3556,6 +3601,8 @@ int main(void)
 		{ "pass-through: WRs and completions untouched",
 		  test_pt_untouched },
 		{ "pass-through ends at a stated priority", test_pt_leave },
+		{ "pass-through: leaving syncs the provider's poll",
+		  test_pt_leave_sync },
 		{ "pass-through ends with the SQ full", test_pt_leave_sq_full },
 		{ "pass-through ends at a refused WR", test_pt_leave_refused },
 		{ "pass-through: fast poll races the end",

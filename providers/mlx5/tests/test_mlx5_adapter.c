@@ -285,8 +285,9 @@ int __wrap_mlx5_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
  * first 8 bytes of the last WQE's control segment, at the current half of
  * the BlueFlame register, which then flips).
  */
-int __wrap_mlx5_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
-			  struct ibv_send_wr **bad_wr)
+static __attribute__((noinline)) int
+rec_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+	      struct ibv_send_wr **bad_wr)
 {
 	struct mlx5_qp *mqp = to_mqp(qp);
 	unsigned int head0 = mqp->sq.head, off0 = mqp->bf->offset;
@@ -296,8 +297,6 @@ int __wrap_mlx5_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	uint8_t want;
 
 	rec.calls++;
-	if (rec.count)
-		return __real_mlx5_post_send(qp, wr, bad_wr);
 	for (w = wr; w; w = w->next) {
 		struct rec_wr *r = &rec.w[rec.n % REC_MAX];
 
@@ -348,6 +347,17 @@ int __wrap_mlx5_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	CU_ASSERT_EQUAL(memcmp(f.bf_reg + off0, ctrl_at(last), 8), 0);
 	CU_ASSERT_EQUAL(mqp->bf->offset, off0 ^ BF_SIZE);
 	return ret;
+}
+
+/* --count: straight to mlx5, counting the rings (the adapter's calls) */
+int __wrap_mlx5_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			  struct ibv_send_wr **bad_wr)
+{
+	if (rec.count) {
+		rec.calls++;
+		return __real_mlx5_post_send(qp, wr, bad_wr);
+	}
+	return rec_post_send(qp, wr, bad_wr);
 }
 
 /* ------------------------------------------------------------ helpers */
@@ -1025,25 +1035,35 @@ static void test_completions_wrap(void)
 /* ------------------------------------------------------------ the glue */
 
 /*
- * test_mlx5_adapter --glue: the context's entry points (mlx5_sv_ops()) with
- * the QP in pass-through (the default configuration): they hand the
- * application's WRs to mlx5_post_send as they are and poll with
- * mlx5_poll_cq, until a WR states a priority: that one leaves pass-through
- * (the layer's queue, an internal wr_id at the hardware) and its
- * completion comes back with the application's wr_id.
+ * test_mlx5_adapter --glue: the context's entry points (mlx5_sv_ops(): mlx5's
+ * own post_send and poll_cq with the layer's tests inside, patch 0003) with
+ * the QP in pass-through (the default configuration): mlx5 builds the
+ * application's WRs itself, with their wr_ids, no call to the adapter, until
+ * a WR states a priority: that one and the rest of its list go to the layer
+ * (its queue, internal wr_ids at the hardware, through the adapter's
+ * mlx5_post_send) after the WRs before it went as stock, and the
+ * completions come back with the application's wr_ids.
  */
 static bool glue_pt(void)
 {
 	return atomic_load(&((struct sverbs_qp_fast *)f.qp->sv)->pt);
 }
 
+/* The wr_id mlx5 keeps for the WQE k posts before its producer index. */
+static uint64_t glue_wrid(unsigned int back)
+{
+	return f.qp->sq.wrid[(f.qp->sq.cur_post - back) & (WQE_CNT - 1)];
+}
+
 static void test_glue_passthrough(void)
 {
 	const struct verbs_context_ops *ops = mlx5_sv_ops();
 	struct ibv_qp *qp;
-	struct ibv_send_wr wr[2], *bad = NULL;
-	struct ibv_sge sge[2];
+	struct ibv_send_wr wr[3], *bad = NULL;
+	struct ibv_sge sge[3];
 	struct ibv_wc wc[4];
+	unsigned int head;
+	int n, k;
 
 	setup(false, false);
 	reset_rec();
@@ -1052,38 +1072,103 @@ static void test_glue_passthrough(void)
 	mkwr(&wr[0], &sge[0], 11, IBV_WR_RDMA_WRITE, 64, 0);
 	mkwr(&wr[1], &sge[1], 12, IBV_WR_RDMA_WRITE, 64, IBV_SEND_SIGNALED);
 	wr[0].next = &wr[1];
+	head = f.qp->sq.head;
 	CU_ASSERT_EQUAL_FATAL(ops->post_send(qp, wr, &bad), 0);
-	/* the application's chain itself: one call, its wr_ids */
-	CU_ASSERT_EQUAL(rec.calls, 1);
-	CU_ASSERT_EQUAL(rec.n, 2);
-	CU_ASSERT_EQUAL(rec.w[0].wr.wr_id, 11);
-	CU_ASSERT_EQUAL(rec.w[1].wr.wr_id, 12);
+	/* mlx5 built the application's chain itself: no adapter call */
+	CU_ASSERT_EQUAL(rec.calls, 0);
+	CU_ASSERT_EQUAL(f.qp->sq.head - head, 2);
+	CU_ASSERT_EQUAL(glue_wrid(2), 11);
+	CU_ASSERT_EQUAL(glue_wrid(1), 12);
 	hw_run();
 	CU_ASSERT_EQUAL_FATAL(ops->poll_cq(ibcq(), 4, wc), 1);
 	CU_ASSERT_EQUAL(wc[0].wr_id, 12);
 	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
 	CU_ASSERT_TRUE(glue_pt());
 
-	/* a stated priority: the queue, from now on */
-	mkwr(&wr[0], &sge[0], 77, IBV_WR_RDMA_WRITE, 64,
+	/*
+	 * A stated priority in the middle of a list: the WR before it goes
+	 * as stock, it and the rest to the layer's queue, from now on.
+	 */
+	mkwr(&wr[0], &sge[0], 21, IBV_WR_RDMA_WRITE, 64, 0);
+	mkwr(&wr[1], &sge[1], 22, IBV_WR_RDMA_WRITE, 64,
 	     SVERBS_PRIO(3) | IBV_SEND_SIGNALED);
+	mkwr(&wr[2], &sge[2], 23, IBV_WR_RDMA_WRITE, 64, IBV_SEND_SIGNALED);
+	wr[0].next = &wr[1];
+	wr[1].next = &wr[2];
+	head = f.qp->sq.head;
 	CU_ASSERT_EQUAL_FATAL(ops->post_send(qp, wr, &bad), 0);
 	CU_ASSERT_FALSE(glue_pt());
+	/* 21 by mlx5 itself, then 22 through the adapter, internal wr_id */
+	CU_ASSERT_EQUAL_FATAL(rec.n, 1);
+	CU_ASSERT_EQUAL(rec.w[0].bb, head + 1);
+	CU_ASSERT_EQUAL(f.qp->sq.wrid[head & (WQE_CNT - 1)], 21);
+	CU_ASSERT_NOT_EQUAL(rec.w[0].wr.wr_id, 22);
+	/*
+	 * 23 waits for 22's completion (one WQE of the layer's in flight
+	 * while pass-through's may still be ahead of it)
+	 */
+	for (n = 0, k = 0; n < 2 && k < 8; k++) {
+		hw_run();
+		n += ops->poll_cq(ibcq(), 4 - n, wc + n);
+	}
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_EQUAL_FATAL(rec.n, 2);
+	CU_ASSERT_NOT_EQUAL(rec.w[1].wr.wr_id, 23);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 22);
+	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(wc[1].wr_id, 23);
+	CU_ASSERT_EQUAL(wc[1].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(ops->poll_cq(ibcq(), 4, wc), 0);
+
+	/* out of pass-through, a plain WR takes the queue too */
+	mkwr(&wr[0], &sge[0], 31, IBV_WR_RDMA_WRITE, 64, IBV_SEND_SIGNALED);
+	CU_ASSERT_EQUAL_FATAL(ops->post_send(qp, wr, &bad), 0);
 	CU_ASSERT_EQUAL_FATAL(rec.n, 3);
-	CU_ASSERT_NOT_EQUAL(rec.w[2].wr.wr_id, 77); /* internal */
+	CU_ASSERT_NOT_EQUAL(rec.w[2].wr.wr_id, 31);
 	hw_run();
 	CU_ASSERT_EQUAL_FATAL(ops->poll_cq(ibcq(), 4, wc), 1);
-	CU_ASSERT_EQUAL(wc[0].wr_id, 77);
-	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 31);
+	teardown();
+}
+
+/*
+ * A wr_id of the layer's range fails in pass-through as in the queue: the
+ * WRs before it go as stock, it is the bad WR, nothing after it is posted.
+ */
+static void test_glue_reserved_wr_id(void)
+{
+	const struct verbs_context_ops *ops = mlx5_sv_ops();
+	struct ibv_send_wr wr[3], *bad = NULL;
+	struct ibv_sge sge[3];
+	struct ibv_wc wc[4];
+	unsigned int head;
+
+	setup(false, false);
+	reset_rec();
+	mkwr(&wr[0], &sge[0], 41, IBV_WR_RDMA_WRITE, 64, IBV_SEND_SIGNALED);
+	mkwr(&wr[1], &sge[1], SVERBS_WR_ID_RESERVED_MIN + 5, IBV_WR_RDMA_WRITE,
+	     64, IBV_SEND_SIGNALED);
+	mkwr(&wr[2], &sge[2], 43, IBV_WR_RDMA_WRITE, 64, IBV_SEND_SIGNALED);
+	wr[0].next = &wr[1];
+	wr[1].next = &wr[2];
+	head = f.qp->sq.head;
+	CU_ASSERT_NOT_EQUAL(ops->post_send(&f.qp->verbs_qp.qp, wr, &bad), 0);
+	CU_ASSERT_PTR_EQUAL(bad, &wr[1]);
+	CU_ASSERT_EQUAL(f.qp->sq.head - head, 1);
+	CU_ASSERT_EQUAL(glue_wrid(1), 41);
+	CU_ASSERT_EQUAL(rec.n, 0);
+	hw_run();
+	CU_ASSERT_EQUAL_FATAL(ops->poll_cq(ibcq(), 4, wc), 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 41);
 	CU_ASSERT_EQUAL(ops->poll_cq(ibcq(), 4, wc), 0);
 	teardown();
 }
 
 /*
  * mlx5 chooses its poll_cq by the context's CQE version at init, and so
- * must the glue: its pass-through poll calls the provider's poll directly
- * (SV_STOCK_POLL_CQ), and a version-1 context (what rdma-core asks of every
- * current ConnectX) polled by version 0's function misreads its CQEs.
+ * must the glue: its pass-through poll is mlx5's own, and a version-1
+ * context (what rdma-core asks of every current ConnectX) polled by version
+ * 0's function misreads its CQEs.
  */
 static void test_glue_cqe_version(void)
 {
@@ -1107,8 +1192,9 @@ static void test_glue_cqe_version(void)
 	CU_ASSERT_PTR_EQUAL(poll[0], mlx5_sv_ops()->poll_cq);
 	CU_ASSERT_PTR_NOT_NULL(poll[1]);
 	CU_ASSERT_PTR_NOT_EQUAL(poll[1], poll[0]);
-	/* both the layer's, not mlx5's own (the layer is on here) */
-	CU_ASSERT_PTR_NOT_EQUAL(poll[1], mlx5_poll_cq_v1);
+	/* both with the layer's tests, not mlx5's stock (the layer is on) */
+	CU_ASSERT_PTR_EQUAL(poll[0], mlx5_sv_poll_cq);
+	CU_ASSERT_PTR_EQUAL(poll[1], mlx5_sv_poll_cq_v1);
 	free(ctx);
 }
 
@@ -1124,6 +1210,8 @@ static int glue_main(void)
 	if (!s ||
 	    !CU_add_test(s, "glue: pass-through, then a priority leaves",
 			 test_glue_passthrough) ||
+	    !CU_add_test(s, "glue: a reserved wr_id fails in pass-through",
+			 test_glue_reserved_wr_id) ||
 	    !CU_add_test(s, "glue: the poll entry of the context's CQE version",
 			 test_glue_cqe_version))
 		return 1;
@@ -1153,9 +1241,12 @@ static int glue_main(void)
  * polls: a serial wire, completions one by one, as on rxe).  Each post goes
  * through insn_post(), each poll through insn_poll(), which call the entry
  * point ibv_post_send() / ibv_poll_cq() would reach through the context's ops:
- * stock mlx5_post_send / mlx5_poll_cq, or the layer's glue (mlx5_sv_ops()),
- * whose dispatch is counted.  Both through a function pointer, as
- * ibv_post_send() calls them.
+ * stock mlx5_post_send / mlx5_poll_cq, or the layer's (mlx5_sv_ops(): mlx5's
+ * own with the layer's tests, patch 0003), whose dispatch is counted.  Both
+ * through a function pointer, as ibv_post_send() calls them.  The layer's
+ * own posts, through the adapter, pass this test's recording wrapper
+ * (__wrap_mlx5_post_send: in this mode a test, the count of rings and a
+ * jump per call, counted); stock calls mlx5_post_send itself.
  */
 static int (*count_post)(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			 struct ibv_send_wr **bad);
@@ -1218,7 +1309,8 @@ static void count_run(void)
 	struct ibv_sge sge[16];
 	struct ibv_wc wc[16];
 	long i, got;
-	int k, r, cqes;
+	int k, r, cqes, calls0;
+	unsigned int head0;
 
 	if (count_env(mode) || (burst == 1 && !mib && strcmp(pattern, "lat")) ||
 	    n <= 0) {
@@ -1229,7 +1321,8 @@ static void count_run(void)
 		return;
 	}
 	if (!strcmp(mode, "stock")) {
-		count_post = mlx5_post_send;
+		/* mlx5's own, not this test's recording wrapper around it */
+		count_post = __real_mlx5_post_send;
 		count_poll = mlx5_poll_cq;
 	} else {
 		count_post = mlx5_sv_ops()->post_send;
@@ -1246,11 +1339,16 @@ static void count_run(void)
 				wr[k].next = &wr[k + 1];
 				continue;
 			}
+			calls0 = rec.calls;
+			head0 = f.qp->sq.head;
 			if (insn_post(list ? &wr[0] : &wr[k])) {
 				fprintf(stderr, "count: post failed\n");
 				count_arg.rc = 1;
 				return;
 			}
+			/* mlx5's own post (stock, pass-through): one ring */
+			if (rec.calls == calls0 && f.qp->sq.head != head0)
+				rec.calls++;
 		}
 		for (got = 0, r = 0; !got; r++) {
 			if (r > 100000) {
