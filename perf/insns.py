@@ -88,8 +88,11 @@ def main():
 GROUPS = [
     ("watch: a budgeted QP in pass-through (sched/watch.c, the glue's sv_post_watched)",
      r"^(sv_watch_\w+|sv_post_watched|mlx5_sv_cq_consumed|rxe_sv_cq_consumed)$"),
-    ("entry points (glue: the pass-through test, dispatch)",
-     r"^(sv_post_send|sv_poll_cq|mlx5_sv_stock_poll_cq|rxe_sv_\w+)$"),
+    ("entry points: the provider's post and poll with the layer's tests inside "
+     "(less stock's), the glue's dispatch",
+     r"^(mlx5_post_send|mlx5_poll_cq|mlx5_poll_cq_v1|rxe_post_send|rxe_poll_cq|"
+     r"mlx5_sv_post_send|mlx5_sv_post_layered|mlx5_sv_poll_layered|mlx5_sv_stock_poll_cq|"
+     r"rxe_sv_\w+)$"),
     ("admit: checks, the slot and its copy of the WR",
      r"^(sverbs_post_queued|sverbs_post_send|post_queue|post_passthrough|post_stock|"
      r"sverbs_post_send_checked|sv_wr_stamp|wr_check|wr_load|sv_slot_\w+|"
@@ -111,6 +114,17 @@ GROUPS = [
 ]
 
 
+# The provider's post / poll built with the layer's tests inside (patches
+# 0002, 0003), counted against the stock function they are built from.
+HOOKED = {
+    "mlx5_sv_post_pt": "mlx5_post_send",
+    "mlx5_sv_poll_cq": "mlx5_poll_cq",
+    "mlx5_sv_poll_cq_v1": "mlx5_poll_cq_v1",
+    "rxe_sv_post_pt": "rxe_post_send",
+    "rxe_sv_poll_cq": "rxe_poll_cq",
+}
+
+
 def self_costs(path, wrs):
     """Exclusive instructions per WR by function name (a callgrind_annotate
     --inclusive=no listing of the 2N run, whose WRs are 2 * wrs)."""
@@ -121,6 +135,7 @@ def self_costs(path, wrs):
             continue
         fn = m.group(2).rsplit(":", 1)[1].split("@")[0]
         fn = re.sub(r"\.(constprop|isra|part)\.\d+", "", fn)
+        fn = HOOKED.get(fn, fn)
         out[fn] = out.get(fn, 0) + int(m.group(1).replace(",", "")) / (2 * wrs)
     return out
 
