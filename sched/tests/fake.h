@@ -79,7 +79,7 @@ struct fk {
 	bool err_side;
 	/* called once, then cleared, by the next poll_cq before it reads */
 	void (*poll_hook)(void);
-	int sync_calls;		/* the adapter's cq_sync */
+	int sync_calls;		 /* the adapter's cq_sync */
 	void (*sync_hook)(void); /* called by each cq_sync */
 };
 

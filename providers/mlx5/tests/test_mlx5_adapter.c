@@ -285,9 +285,9 @@ int __wrap_mlx5_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
  * first 8 bytes of the last WQE's control segment, at the current half of
  * the BlueFlame register, which then flips).
  */
-static __attribute__((noinline)) int
-rec_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
-	      struct ibv_send_wr **bad_wr)
+static __attribute__((noinline)) int rec_post_send(struct ibv_qp *qp,
+						   struct ibv_send_wr *wr,
+						   struct ibv_send_wr **bad_wr)
 {
 	struct mlx5_qp *mqp = to_mqp(qp);
 	unsigned int head0 = mqp->sq.head, off0 = mqp->bf->offset;
