@@ -11,7 +11,8 @@
  *                          with the layer's tests inside (sverbs_fast.h,
  *                          "The tests a provider's own post_send / poll_cq
  *                          make"), which hand what is the layer's to
- *                          sv_post_layered() / sv_poll_layered()
+ *   SV_POST_LAYERED, SV_POLL_LAYERED   the names under which this file
+ *                          defines the functions that take it
  *
  * and defines sv_ops, the table to merge with verbs_set_ops(), and
  * sv_query_qp_stats, to register with libsverbs.
@@ -46,8 +47,8 @@ sv_post_watched(struct ibv_qp *ibqp, struct sverbs_qp *sv,
  * priority or uses a wr_id of the layer's (the WRs before it went as
  * stock).
  */
-static inline int sv_post_layered(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-				  struct ibv_send_wr **bad_wr)
+int SV_POST_LAYERED(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		    struct ibv_send_wr **bad_wr)
 {
 	struct sverbs_qp *sv = SV_QP(ibqp);
 
@@ -63,8 +64,7 @@ static inline int sv_post_layered(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 }
 
 /* What the provider's poll_cq hands over: a CQ the layer polls. */
-static inline int sv_poll_layered(struct ibv_cq *ibcq, int ne,
-				  struct ibv_wc *wc)
+int SV_POLL_LAYERED(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 {
 	return sverbs_poll_cq(SV_CQ(ibcq), ne, wc);
 }

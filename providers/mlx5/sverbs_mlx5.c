@@ -143,19 +143,9 @@ static const struct sverbs_adapter mlx5_adapter = {
 #define SV_STOCK_DESTROY_QP mlx5_destroy_qp
 #define SV_POST_SEND	    mlx5_sv_post_send
 #define SV_POLL_CQ	    mlx5_sv_poll_cq
+#define SV_POST_LAYERED	    mlx5_sv_post_layered
+#define SV_POLL_LAYERED	    mlx5_sv_poll_layered
 #include "sverbs_glue_ops.h"
-
-/* What mlx5_sv_post_send() and mlx5_sv_poll_cq*() hand to the layer. */
-int mlx5_sv_post_layered(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-			 struct ibv_send_wr **bad_wr)
-{
-	return sv_post_layered(ibqp, wr, bad_wr);
-}
-
-int mlx5_sv_poll_layered(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
-{
-	return sv_poll_layered(ibcq, ne, wc);
-}
 
 /*
  * sv_ops polls with mlx5_sv_poll_cq, for CQE version 0; a context of

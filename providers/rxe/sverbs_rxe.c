@@ -105,19 +105,9 @@ static const struct sverbs_adapter rxe_adapter = {
 #define SV_STOCK_DESTROY_QP rxe_destroy_qp
 #define SV_POST_SEND	    rxe_sv_post_send
 #define SV_POLL_CQ	    rxe_sv_poll_cq
+#define SV_POST_LAYERED	    rxe_sv_post_layered
+#define SV_POLL_LAYERED	    rxe_sv_poll_layered
 #include "sverbs_glue_ops.h"
-
-/* What rxe_sv_post_send() and rxe_sv_poll_cq() hand to the layer. */
-int rxe_sv_post_layered(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-			struct ibv_send_wr **bad_wr)
-{
-	return sv_post_layered(ibqp, wr, bad_wr);
-}
-
-int rxe_sv_poll_layered(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
-{
-	return sv_poll_layered(ibcq, ne, wc);
-}
 
 /* With the layer off nothing is replaced: the context is stock. */
 void rxe_sv_context_init(struct verbs_context *vctx)
