@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * The pass-through fast paths of post_send and poll_cq, inlined into each
- * provider's entry points (common/sverbs_glue_ops.h).  C11 only (atomics):
- * sverbs_sched.h, which C++ test and bench code includes, does not include
- * this.
+ * provider's own post_send and poll_cq (patches 0002, 0003) and into
+ * sched/'s generic entry points.  C11 only (atomics): sverbs_sched.h, which
+ * C++ test and bench code includes, does not include this.
  */
 #ifndef SVERBS_SVERBS_FAST_H
 #define SVERBS_SVERBS_FAST_H
@@ -13,9 +13,9 @@
 #include "sverbs_sched.h"
 
 /*
- * Pass-through fast paths.  The glue's post_send and poll_cq test these
- * inline and, while the layer has nothing to do, call the provider's own
- * function directly (common/sverbs_glue_ops.h): no call into sched/, no
+ * Pass-through fast paths.  The provider's post_send and poll_cq test these
+ * inline and, while the layer has nothing to do, go on as stock (below, "The
+ * tests a provider's own post_send / poll_cq make"): no call into sched/, no
  * adapter function pointer.  They are the first member of struct
  * sverbs_qp / struct sverbs_cq (sched/qp_int.h, cq_int.h, which own them),
  * so a pointer to the object is one to them (C11 6.7.2.1).
