@@ -110,7 +110,7 @@ struct sverbs_adapter {
 	uint32_t (*cq_consumed)(struct ibv_cq *cq);
 	/*
 	 * For a provider whose own poll_cq tests the layer's CQ state under
-	 * its CQ lock (mlx5: patch 0003's poll_cq): take and drop that lock,
+	 * its CQ lock (mlx5, rxe: patches 0003, 0002): take and drop that lock,
 	 * so that a poll that read the state before it changed is over.
 	 * NULL: the glue tests the state again after each poll instead
 	 * (sverbs_poll_needs_fixup()).
