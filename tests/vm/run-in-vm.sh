@@ -58,6 +58,12 @@
 #   SVERBS_VM_TIMEOUT  seconds from start to kill (default 600) -> status 124
 #   SVERBS_VM_GRACE    two hosts: seconds the other host gets after one
 #                      command failed (default 15)
+#   SVERBS_VM_BOOT_TIMEOUT  seconds a guest gets to come up (its setup done,
+#                      the command about to start; default 60, 0: no limit).
+#                      A guest not up by then is logged, every guest is
+#                      started again once, and a second miss is status 125.
+#   SVERBS_VM_TEST_STALL  N: the harness's self-test: the last guest's first N
+#                      boots never come up (QEMU -S)
 #   SVERBS_VM_LINK     two hosts: stream | dgram, the QEMU netdev joining
 #                      them (default stream: a unix stream socket, lossless;
 #                      dgram drops frames under load and RoCE retransmits)
@@ -120,11 +126,13 @@ NET=${SVERBS_VM_NET:-veth}
 MTU=${SVERBS_VM_MTU:-1500}
 TIMEOUT=${SVERBS_VM_TIMEOUT:-600}
 GRACE=${SVERBS_VM_GRACE:-15}
+BOOT_TIMEOUT=${SVERBS_VM_BOOT_TIMEOUT:-60}
+TEST_STALL=${SVERBS_VM_TEST_STALL:-0}
 LINK=${SVERBS_VM_LINK:-stream}
 CACHE=${SVERBS_VM_CACHE:-$REPO/build/vm}
 ACCEL=${SVERBS_VM_ACCEL:-tcg}
 BUSYBOX=${SVERBS_VM_BUSYBOX:-/bin/busybox}
-for v in SMP MTU TIMEOUT GRACE; do
+for v in SMP MTU TIMEOUT GRACE BOOT_TIMEOUT TEST_STALL; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "SVERBS_VM_$v=${!v} is not a number"
 done
 
@@ -343,8 +351,12 @@ start_guest() {
     esac
     net=(-netdev "$nd" -device "virtio-net-pci,netdev=n0,mac=52:54:00:77:00:0$((i + 1))")
   fi
+  # the harness's own test (selftest.sh): the last guest's first N boots
+  # start with their CPUs stopped, a guest that never comes up
+  local stall=()
+  [ "$BOOTS" -gt "$TEST_STALL" ] || [ "$i" != $((${#ROLES[@]} - 1)) ] || stall=(-S)
   qemu-system-x86_64 -nodefaults -no-user-config -nographic -no-reboot \
-    "${acc[@]}" -machine q35 -smp "$SMP" -m "$MEM" \
+    "${stall[@]}" "${acc[@]}" -machine q35 -smp "$SMP" -m "$MEM" \
     -kernel "$BOOT" -initrd "$INITRD" \
     -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init mitigations=off no_timer_check ${SVERBS_VM_CMDLINE-tsc=reliable} sverbs_vm_stage2=$HERE/guest/stage2.sh" \
     -serial "file:$g/console.log" -monitor none -nic none "${net[@]}" \
@@ -362,22 +374,76 @@ start_guest() {
   QPIDS[$i]=$!
 }
 
-for i in "${!ROLES[@]}"; do prepare_guest "$i"; done
-for i in "${!ROLES[@]}"; do
-  start_guest "$i"
-  if [ "$NET" = nic ] && [ "$LINK" = stream ] && [ "$i" = 0 ]; then
-    # B connects to A's listening socket: wait until QEMU A created it
-    for _ in $(seq 200); do
-      [ -S "$SOCKDIR/net.sock" ] || ! kill -0 "${QPIDS[0]}" 2>/dev/null && break
-      sleep 0.05
-    done
-  fi
-done
+# start_all: prepare and launch every guest
+start_all() {
+  local i
+  for i in "${!ROLES[@]}"; do prepare_guest "$i"; done
+  for i in "${!ROLES[@]}"; do
+    start_guest "$i"
+    if [ "$NET" = nic ] && [ "$LINK" = stream ] && [ "$i" = 0 ]; then
+      # B connects to A's listening socket: wait until QEMU A created it
+      for _ in $(seq 200); do
+        [ -S "$SOCKDIR/net.sock" ] || ! kill -0 "${QPIDS[0]}" 2>/dev/null && break
+        sleep 0.05
+      done
+    fi
+  done
+}
+
+# stop_all: kill every guest still running and reap its output readers
+# (qemu gone: the fifos' writers are gone and the readers see EOF; a reader
+# still blocked in open(), qemu having died before opening, is unblocked)
+stop_all() {
+  local i p
+  for i in "${!ROLES[@]}"; do
+    [ "${QPIDS[$i]:--}" = - ] && continue
+    kill "${QPIDS[$i]}" 2>/dev/null || true
+    wait "${QPIDS[$i]}" 2>/dev/null || true
+    QPIDS[$i]=-
+  done
+  for i in "${!ROLES[@]}"; do
+    : <>"$RUN/${ROLES[$i]}/out.out"; : <>"$RUN/${ROLES[$i]}/err.out"
+  done
+  for p in "${READERS[@]}"; do wait "$p" 2>/dev/null || true; done
+  READERS=()
+}
+
+# keep_log I WHY: copy guest I's console log to $CACHE/logs (newest 20 kept)
+keep_log() {
+  local g=$RUN/${ROLES[$1]} dst
+  mkdir -p "$CACHE/logs"
+  dst=$CACHE/logs/$(date +%Y%m%d-%H%M%S)-$$-${ROLES[$1]}$2.console.log
+  cat "$g/console.log" "$g/qemu.log" > "$dst" 2>/dev/null || true
+  ls -1t "$CACHE"/logs/*.console.log 2>/dev/null | tail -n +21 | xargs -r rm -f
+  echo "$dst"
+}
+
+# restart_all: a guest that never came up (QEMU under TCG has been seen to
+# stall in its firmware, "Booting from ROM..", on this loaded 2-core host:
+# no line of ours ran) is not a test result.  Every guest is started again
+# from scratch, both of a linked pair (QEMU 7.2 cannot reconnect a stream
+# netdev); a guest whose command had started runs it again.
+restart_all() {
+  local i g
+  stop_all
+  for i in "${!ROLES[@]}"; do
+    g=$RUN/${ROLES[$i]}
+    rm -rf "$g"
+  done
+  rm -rf "$RUN/sync"; mkdir -p "$RUN/sync"
+  rm -f "$SOCKDIR"/net*.sock
+  STATUS=(); READY=(); GRACE_END=
+  start_all
+}
+
+BOOTS=1
+start_all
 
 # ---------------------------------------------------------------- wait
 # STATUS[i]: the command's status, 124 (killed: timeout / grace), or 125
 STATUS=(); READY=()
 DEADLINE=$((SECONDS + TIMEOUT))
+BOOT_DEADLINE=$((SECONDS + BOOT_TIMEOUT))
 GRACE_END=
 running() { local p; for p in "${QPIDS[@]}"; do [ "$p" = - ] || return 0; done; return 1; }
 kill_guest() {  # kill_guest I STATUS
@@ -401,6 +467,30 @@ while running; do
     # one command failed: the other (a server waiting for it?) gets a grace period
     [ "${STATUS[$i]}" = 0 ] || [ -n "$GRACE_END" ] || GRACE_END=$((SECONDS + GRACE))
   done
+  stalled=
+  if [ "$BOOT_TIMEOUT" -gt 0 ] && [ $SECONDS -ge $BOOT_DEADLINE ]; then
+    for i in "${!ROLES[@]}"; do
+      [ -z "${READY[$i]:-}" ] && [ "${QPIDS[$i]}" != - ] && stalled+=" ${ROLES[$i]}"
+    done
+  fi
+  if [ -n "$stalled" ]; then
+    for i in "${!ROLES[@]}"; do
+      [ -z "${READY[$i]:-}" ] && [ "${QPIDS[$i]}" != - ] || continue
+      echo "run-in-vm: host ${ROLES[$i]}: not up after ${BOOT_TIMEOUT}s (SVERBS_VM_BOOT_TIMEOUT, boot $BOOTS of 2); console tail:" >&2
+      tail -n 3 "$RUN/${ROLES[$i]}/console.log" 2>/dev/null | sed 's/^/  /' >&2 || true
+      echo "run-in-vm: host ${ROLES[$i]}: console log kept in $(keep_log "$i" "-boot$BOOTS")" >&2
+    done
+    if [ "$BOOTS" -ge 2 ]; then
+      echo "run-in-vm: the guest did not come up twice; giving up" >&2
+      for i in "${!ROLES[@]}"; do [ "${QPIDS[$i]}" = - ] || kill_guest "$i" 125; done
+      continue
+    fi
+    echo "run-in-vm: restarting every guest (boot 2 of 2)" >&2
+    BOOTS=2
+    restart_all
+    BOOT_DEADLINE=$((SECONDS + BOOT_TIMEOUT))
+    continue
+  fi
   if [ $SECONDS -ge $DEADLINE ]; then
     echo "run-in-vm: timeout after ${TIMEOUT}s (SVERBS_VM_TIMEOUT), killing the guest" >&2
     for i in "${!ROLES[@]}"; do [ "${QPIDS[$i]}" = - ] || kill_guest "$i" 124; done
@@ -413,15 +503,8 @@ while running; do
   fi
   sleep 0.05
 done
+stop_all
 QPIDS=()
-
-# qemu has exited, so the fifos' writers are gone and the readers see EOF;
-# a reader still blocked in open() (qemu died before opening) is unblocked.
-for i in "${!ROLES[@]}"; do
-  : <>"$RUN/${ROLES[$i]}/out.out"; : <>"$RUN/${ROLES[$i]}/err.out"
-done
-for p in "${READERS[@]}"; do wait "$p" 2>/dev/null || true; done
-READERS=()
 
 # ---------------------------------------------------------------- report
 FINAL=0

@@ -3,7 +3,7 @@
 #
 #   tests/vm/selftest.sh [quick|full]      (meson: suite "vm", test vm-selftest)
 #
-# quick (default, 3 guest boots, ~30-60 s on 2 busy cores):
+# quick (default, 4 guest boots, ~70-110 s on 2 busy cores):
 #   - a missing kernel is reported as status 125 without booting;
 #   - one guest: the command's exit status comes back; stdout and stderr stay
 #     separate; output is STREAMED (the guest prints a token and then waits
@@ -15,8 +15,11 @@
 #   - SVERBS_VM_TIMEOUT kills a hanging command: status 124;
 #   - a guest setup failure (bad SVERBS_VM_NET) gives 125 and the console
 #     log is kept where the harness says.
+#   - the boot watchdog: a guest that does not come up (SVERBS_VM_TEST_STALL)
+#     is started again once and runs the command; two misses give 125.
 # full: also two hosts (SVERBS_VM_HOSTS=2): the statuses of A and B, tagged
-#   output, the rendezvous helpers (1 more boot of 2 guests).
+#   output, the rendezvous helpers (1 more boot of 2 guests); and B stalled
+#   once: both restarted, then the same statuses (2 more boots).
 # Exit: 0 all passed, 1 some failed or no guest can be started (77 instead
 # only when skips are allowed: tests/cannot-run.sh).
 set -euo pipefail
@@ -131,6 +134,26 @@ check "timeout: said so on stderr" grep -q 'timeout after 30s' "$SCRATCH/timeout
 check "timeout: the command was stopped" not grep -q never "$SCRATCH/timeout.out"
 [ $n = $FAIL ] || show timeout
 
+# ---------------------------------------------------------------- boot watchdog
+# A guest that never comes up (SVERBS_VM_TEST_STALL: its CPUs stopped, as
+# QEMU stuck in its firmware was once seen here) is started again once; the
+# second boot runs the command.  The limit is generous: the second boot is a
+# real one, on a host that may be loaded.
+run stall1 SVERBS_VM_TEST_STALL=1 SVERBS_VM_BOOT_TIMEOUT=30 SVERBS_VM_TIMEOUT=120 -- 'echo booted'
+n=$FAIL
+check "boot watchdog: the restarted guest ran the command (status 0)" [ "$(rc stall1)" = 0 ]
+check "boot watchdog: its output" has_line "$SCRATCH/stall1.out" booted
+check "boot watchdog: the stall was reported" grep -q 'host single: not up after 30s' "$SCRATCH/stall1.err"
+check "boot watchdog: the restart was reported" grep -q 'restarting every guest' "$SCRATCH/stall1.err"
+[ $n = $FAIL ] || show stall1
+# two misses: status 125 at once, not the run's whole timeout
+run stall2 SVERBS_VM_TEST_STALL=2 SVERBS_VM_BOOT_TIMEOUT=3 SVERBS_VM_TIMEOUT=120 -- 'echo must-not-run'
+n=$FAIL
+check "boot watchdog: two misses give status 125" [ "$(rc stall2)" = 125 ]
+check "boot watchdog: ... and say so" grep -q 'did not come up twice' "$SCRATCH/stall2.err"
+check "boot watchdog: ... command not run" not grep -q must-not-run "$SCRATCH/stall2.out"
+[ $n = $FAIL ] || show stall2
+
 # ---------------------------------------------------------------- setup failure
 run badnet SVERBS_VM_NET=bogus -- 'echo must-not-run'
 n=$FAIL
@@ -151,6 +174,14 @@ if [ "$MODE" = full ]; then
   check "two hosts: A has rxe0 10.77.0.1 only" has_line "$SCRATCH/two.out" "[A] A rxe0 10.77.0.1 rxe0"
   check "two hosts: B has rxe1 10.77.0.2 only" has_line "$SCRATCH/two.out" "[B] B rxe1 10.77.0.2 rxe1"
   [ $n = $FAIL ] || show two
+  # B's first boot never comes up: both are started again (A's command,
+  # already waiting for B, runs again), and the pair then runs as usual
+  run twostall SVERBS_VM_HOSTS=2 SVERBS_VM_TEST_STALL=1 SVERBS_VM_BOOT_TIMEOUT=40 SVERBS_VM_TIMEOUT=150 -- "$A" "$B"
+  n=$FAIL
+  check "two hosts, B stalled once: statuses after the restart" grep -qx 'run-in-vm: status A=3 B=0' "$SCRATCH/twostall.err"
+  check "two hosts, B stalled once: B was the one reported" grep -q 'host B: not up after 40s' "$SCRATCH/twostall.err"
+  check "two hosts, B stalled once: A was not" not grep -q 'host A: not up' "$SCRATCH/twostall.err"
+  [ $n = $FAIL ] || show twostall
 fi
 
 echo "$PASS passed, $FAIL failed"
