@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 
+#include "sverbs_fast.h"
 #include "sverbs_glue.h"
 #include "sverbs_sched.h"
 
@@ -117,7 +118,8 @@ sverbs_glue_cq_attr(struct ibv_context *ctx, const struct sverbs_adapter *ad,
 struct sverbs_cq *sverbs_glue_cq_created(const struct sverbs_adapter *ad,
 					 struct ibv_cq *cq,
 					 struct ibv_cq_ex *cq_ex,
-					 uint64_t app_wc_flags)
+					 uint64_t app_wc_flags,
+					 atomic_uint *state)
 {
 	const struct sverbs_config *cfg = sverbs_glue_config(cq->context, ad);
 	struct sverbs_cq *scq;
@@ -131,13 +133,16 @@ struct sverbs_cq *sverbs_glue_cq_created(const struct sverbs_adapter *ad,
 		sverbs_cq_destroy(scq);
 		scq = NULL;
 	}
+	if (scq)
+		sverbs_cq_use_state_word(scq, state);
 	return scq;
 }
 
 struct sverbs_qp *sverbs_glue_qp_created(const struct sverbs_adapter *ad,
 					 struct ibv_qp *qp,
 					 struct sverbs_cq *scq,
-					 struct ibv_qp_init_attr_ex *attr)
+					 struct ibv_qp_init_attr_ex *attr,
+					 atomic_uchar *layered)
 {
 	const struct sverbs_config *cfg = sverbs_glue_config(qp->context, ad);
 	struct sverbs_qp *sqp;
@@ -152,6 +157,8 @@ struct sverbs_qp *sverbs_glue_qp_created(const struct sverbs_adapter *ad,
 		sverbs_qp_destroy_post(sqp, 0);
 		sqp = NULL;
 	}
+	if (sqp)
+		sverbs_qp_use_layered_byte(sqp, layered);
 	return sqp;
 }
 

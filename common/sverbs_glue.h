@@ -8,6 +8,8 @@
 #ifndef SVERBS_GLUE_H
 #define SVERBS_GLUE_H
 
+#include <stdatomic.h>
+
 #include "sverbs_adapter.h"
 #include "sverbs_config.h"
 
@@ -34,16 +36,25 @@ struct ibv_cq_init_attr_ex *
 sverbs_glue_cq_attr(struct ibv_context *ctx, const struct sverbs_adapter *ad,
 		    struct ibv_cq_init_attr_ex *attr,
 		    struct ibv_cq_init_attr_ex *copy);
-/* After the provider made a CQ: the sverbs CQ, or NULL (stock). */
+/*
+ * After the provider made a CQ: the sverbs CQ, or NULL (stock).  state: the
+ * provider CQ's word its own poll_cq tests (sverbs_cq_layered()), zeroed.
+ */
 struct sverbs_cq *sverbs_glue_cq_created(const struct sverbs_adapter *ad,
 					 struct ibv_cq *cq,
 					 struct ibv_cq_ex *cq_ex,
-					 uint64_t app_wc_flags);
-/* After the provider made a QP on send CQ scq: the sverbs QP, or NULL. */
+					 uint64_t app_wc_flags,
+					 atomic_uint *state);
+/*
+ * After the provider made a QP on send CQ scq: the sverbs QP, or NULL.
+ * layered: the provider QP's byte its own post_send tests
+ * (sverbs_qp_layered()), zeroed.
+ */
 struct sverbs_qp *sverbs_glue_qp_created(const struct sverbs_adapter *ad,
 					 struct ibv_qp *qp,
 					 struct sverbs_cq *scq,
-					 struct ibv_qp_init_attr_ex *attr);
+					 struct ibv_qp_init_attr_ex *attr,
+					 atomic_uchar *layered);
 
 /* The ibv_create_qp() attributes as the ibv_create_qp_ex() ones. */
 void sverbs_qp_attr_from_legacy(struct ibv_qp_init_attr_ex *ex,

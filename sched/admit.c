@@ -224,7 +224,7 @@ void sv_qp_leave_passthrough(struct sverbs_qp *sqp)
 	sqp->pt_inflight = true;
 	/* before the first internal WQE: see sverbs_poll_cq()'s fast path */
 	sv_cq_layered(sqp->scq);
-	atomic_store(&sqp->fast.pt, false);
+	sv_qp_set_pt(sqp, SVERBS_PT_OFF);
 }
 
 /* The idx-th WR of a list. */

@@ -94,7 +94,7 @@ bool sv_cq_lock_post(struct sverbs_cq *scq)
  */
 void sv_cq_layered(struct sverbs_cq *scq)
 {
-	unsigned int was = atomic_fetch_add(&scq->fast.state, 1);
+	unsigned int was = atomic_fetch_add(scq->fast.state, 1);
 
 	/* an extended CQ never polls as stock (and may be mid-poll here) */
 	if (scq->ad->cq_sync && !(was & SVERBS_CQ_EX))
@@ -105,7 +105,7 @@ void sv_cq_layered(struct sverbs_cq *scq)
 static void backlog_set(struct sverbs_cq *scq)
 {
 	if (!sv_cq_backlog(scq))
-		atomic_fetch_or(&scq->fast.state, SVERBS_CQ_BACKLOG);
+		atomic_fetch_or(scq->fast.state, SVERBS_CQ_BACKLOG);
 }
 
 /*
@@ -457,7 +457,7 @@ void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 		return;
 	sqp->registered = false;
 	if (!atomic_load(&sqp->fast.pt))
-		atomic_fetch_sub(&scq->fast.state, 1);
+		atomic_fetch_sub(scq->fast.state, 1);
 	stale_seal(scq, sqp->qp_num);
 	wait_del(scq, sqp);
 	scq->nqp--;
@@ -481,6 +481,7 @@ struct sverbs_cq *sverbs_cq_create(const struct sverbs_adapter *ad,
 	scq = calloc(1, sizeof(*scq));
 	if (!scq)
 		return NULL;
+	scq->fast.state = &scq->fast.own_state;
 	pthread_spin_init(&scq->lock, PTHREAD_PROCESS_PRIVATE);
 	pthread_spin_init(&scq->wait_lock, PTHREAD_PROCESS_PRIVATE);
 	scq->ad = ad;
@@ -722,7 +723,7 @@ static void finish_round(struct sverbs_cq *scq, struct sv_touched *t)
 	pump_waiting(scq, SV_PUMP_POLL);
 	/* nothing left for the fast path to overtake */
 	if (!scq->rcount && !scq->nstale && sv_cq_backlog(scq))
-		atomic_fetch_and(&scq->fast.state, ~SVERBS_CQ_BACKLOG);
+		atomic_fetch_and(scq->fast.state, ~SVERBS_CQ_BACKLOG);
 }
 
 /*
@@ -798,7 +799,7 @@ static int poll_round(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n,
 /* Every QP on the CQ posts in pass-through and nothing waits: poll raw. */
 static bool cq_fast(struct sverbs_cq *scq)
 {
-	return !(atomic_load_explicit(&scq->fast.state, memory_order_relaxed) &
+	return !(atomic_load_explicit(scq->fast.state, memory_order_relaxed) &
 		 (SVERBS_CQ_LAYERED | SVERBS_CQ_BACKLOG));
 }
 
@@ -991,6 +992,6 @@ bool sverbs_cq_install_ex_ops(struct sverbs_cq *scq, struct ibv_cq_ex *cq_ex,
 	cq_ex->read_sl = sv_read_sl;
 	cq_ex->read_dlid_path_bits = sv_read_dlid_path_bits;
 	scq->cq_ex = cq_ex;
-	atomic_fetch_or(&scq->fast.state, SVERBS_CQ_EX);
+	atomic_fetch_or(scq->fast.state, SVERBS_CQ_EX);
 	return true;
 }

@@ -112,12 +112,12 @@ _Static_assert(offsetof(struct sverbs_cq, fast) == 0, "fast: first");
 /* The fast word's parts (sverbs_fast.h): QPs out of pass-through, backlog. */
 static inline unsigned int sv_cq_nlayered(struct sverbs_cq *scq)
 {
-	return atomic_load(&scq->fast.state) & SVERBS_CQ_LAYERED;
+	return atomic_load(scq->fast.state) & SVERBS_CQ_LAYERED;
 }
 
 static inline bool sv_cq_backlog(struct sverbs_cq *scq)
 {
-	return atomic_load(&scq->fast.state) & SVERBS_CQ_BACKLOG;
+	return atomic_load(scq->fast.state) & SVERBS_CQ_BACKLOG;
 }
 
 #endif /* SVERBS_CQ_INT_H */

@@ -143,7 +143,7 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 		atomic_store(&sqp->fast.stock, true);
 		/* a QP that stays stock watches for nothing more */
 		if (atomic_load(&sqp->fast.pt) == SVERBS_PT_WATCH)
-			atomic_store(&sqp->fast.pt, SVERBS_PT_ON);
+			sv_qp_set_pt(sqp, SVERBS_PT_ON);
 	}
 	pthread_spin_unlock(&sqp->lock);
 	if (locked)
@@ -318,7 +318,10 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	sv_slicer_init(&sqp->slicer, cfg);
 	sqp->scheduled = cfg->slice_always;
 	sqp->cfg.batch_prio_mask &= ~(1u << SVERBS_PRIO_HIGHEST);
+	sqp->fast.layered = &sqp->fast.own_layered;
 	atomic_init(&sqp->fast.pt, start_state(sqp));
+	atomic_init(sqp->fast.layered,
+		    atomic_load(&sqp->fast.pt) != SVERBS_PT_ON);
 	atomic_init(&sqp->fast.stock, false);
 	sv_watch_init(sqp);
 	/* in pass-through: nothing more until it leaves (16.10) */
@@ -418,7 +421,7 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 			if (sqp->batch)
 				sqp->batch->budget_ns = 0;
 			if (atomic_load(&sqp->fast.pt) == SVERBS_PT_WATCH)
-				atomic_store(&sqp->fast.pt, SVERBS_PT_ON);
+				sv_qp_set_pt(sqp, SVERBS_PT_ON);
 		}
 		return;
 	}

@@ -247,6 +247,16 @@ struct sv_op_rule {
 
 extern const struct sv_op_rule sv_op_rules[SV_WR_OPCODES];
 
+/*
+ * pt's every change after creation: the provider's byte (layered) follows
+ * it at once, so a post that reads the byte sees what one reading pt would.
+ */
+static inline void sv_qp_set_pt(struct sverbs_qp *sqp, unsigned char pt)
+{
+	atomic_store(&sqp->fast.pt, pt);
+	atomic_store(sqp->fast.layered, pt != SVERBS_PT_ON);
+}
+
 static inline const struct sv_op_rule *sv_op_rule(enum ibv_wr_opcode op)
 {
 	static const struct sv_op_rule none = { .wc = IBV_WC_SEND };

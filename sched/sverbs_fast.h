@@ -49,6 +49,15 @@ struct sverbs_qp_fast {
 	 */
 	_Atomic uint32_t consumed;
 	_Atomic uint64_t last_ns;
+	/*
+	 * layered: whether a post goes to the layer (pt is not ON), kept
+	 * with pt (sv_qp_set_pt()) where the provider's post_send tests it:
+	 * a byte of the provider's own QP once the glue gave one
+	 * (sverbs_qp_use_layered_byte()), so that its test is one load of
+	 * the object it already has, not a pointer and then the state.
+	 */
+	atomic_uchar *layered;
+	atomic_uchar own_layered;
 };
 
 /* struct sverbs_cq_fast.state: its low bits count the layered QPs */
@@ -63,10 +72,39 @@ struct sverbs_cq_fast {
 	 * nothing waits in the ready ring or the stale list (BACKLOG), a
 	 * poll is the provider's own.  EX: an extended CQ, always polled
 	 * through sched/.  The count and the bits change by atomic add, sub,
-	 * or and and, never by a store of the whole word.
+	 * or and and, never by a store of the whole word.  It is own_state,
+	 * or a word of the provider's own CQ once the glue gave one
+	 * (sverbs_cq_use_state_word()): the provider's poll then tests a
+	 * field of the object it already has.
 	 */
-	atomic_uint state;
+	atomic_uint *state;
+	atomic_uint own_state;
 };
+
+/*
+ * The glue's, right after the QP / CQ was registered and before the
+ * application has it: from now on the word the provider's own post_send /
+ * poll_cq tests is the provider's (a field of its QP / CQ, zeroed: a QP
+ * or CQ the layer did not register reads as pass-through).  It takes the
+ * current value.
+ */
+static inline void sverbs_qp_use_layered_byte(struct sverbs_qp *sqp,
+					      atomic_uchar *byte)
+{
+	struct sverbs_qp_fast *f = (struct sverbs_qp_fast *)sqp;
+
+	atomic_store(byte, atomic_load(f->layered));
+	f->layered = byte;
+}
+
+static inline void sverbs_cq_use_state_word(struct sverbs_cq *scq,
+					    atomic_uint *word)
+{
+	struct sverbs_cq_fast *f = (struct sverbs_cq_fast *)scq;
+
+	atomic_store(word, atomic_load(f->state));
+	f->state = word;
+}
 
 /* What a scan of a post's list found (sverbs_list_scan()). */
 enum {
@@ -160,11 +198,13 @@ static inline bool sverbs_post_is_stock(const struct sverbs_qp *sqp,
  * front of the provider's, no second look at the CQ after its poll.
  *
  * A QP out of pass-through (queued or watched) posts through the layer:
- * the whole list goes to the glue's sv_post_layered().
+ * the whole list goes to the glue's sv_post_layered().  The test reads the
+ * provider QP's own byte (sverbs_qp_use_layered_byte()): 0 for a QP the
+ * layer did not register, which posts as stock.
  */
-static inline bool sverbs_qp_layered(const struct sverbs_qp *sqp)
+static inline bool sverbs_qp_layered(const atomic_uchar *layered)
 {
-	return sqp && !sverbs_qp_pt(sqp);
+	return atomic_load_explicit(layered, memory_order_acquire);
 }
 
 /*
@@ -222,7 +262,7 @@ static inline bool sverbs_poll_is_stock(const struct sverbs_cq *scq)
 {
 	const struct sverbs_cq_fast *f = (const struct sverbs_cq_fast *)scq;
 
-	return !atomic_load_explicit(&f->state, memory_order_relaxed);
+	return !atomic_load_explicit(f->state, memory_order_relaxed);
 }
 
 /*
@@ -231,10 +271,12 @@ static inline bool sverbs_poll_is_stock(const struct sverbs_cq *scq)
  * counts a QP that leaves pass-through, then takes and drops that lock (the
  * adapter's cq_sync) before its first WQE, so a poll that found the count 0
  * is over before any layer WQE can complete (sched/cq.c, sv_cq_layered()).
+ * It reads the provider CQ's own word (sverbs_cq_use_state_word()): 0 for
+ * a CQ the layer did not register, which polls as stock.
  */
-static inline bool sverbs_cq_layered(const struct sverbs_cq *scq)
+static inline bool sverbs_cq_layered(const atomic_uint *state)
 {
-	return scq && !sverbs_poll_is_stock(scq);
+	return atomic_load_explicit(state, memory_order_relaxed);
 }
 
 /*
@@ -246,7 +288,7 @@ static inline bool sverbs_poll_needs_fixup(const struct sverbs_cq *scq, int n)
 {
 	const struct sverbs_cq_fast *f = (const struct sverbs_cq_fast *)scq;
 
-	return n > 0 && (atomic_load(&f->state) & SVERBS_CQ_LAYERED);
+	return n > 0 && (atomic_load(f->state) & SVERBS_CQ_LAYERED);
 }
 
 #endif /* SVERBS_SVERBS_FAST_H */

@@ -190,12 +190,14 @@ void mlx5_sv_cq_created(struct ibv_cq_ex *cq, bool extended,
 	struct ibv_cq *ibcq = ibv_cq_ex_to_cq(cq);
 
 	to_mcq(ibcq)->sv = sverbs_glue_cq_created(
-		&mlx5_adapter, ibcq, extended ? cq : NULL, app_wc_flags);
+		&mlx5_adapter, ibcq, extended ? cq : NULL, app_wc_flags,
+		&to_mcq(ibcq)->sv_state);
 }
 
 void mlx5_sv_qp_created(struct ibv_qp *qp, struct ibv_qp_init_attr_ex *attr)
 {
 	if (attr->send_cq)
 		to_mqp(qp)->sv = sverbs_glue_qp_created(
-			&mlx5_adapter, qp, to_mcq(attr->send_cq)->sv, attr);
+			&mlx5_adapter, qp, to_mcq(attr->send_cq)->sv, attr,
+			&to_mqp(qp)->sv_layered);
 }

@@ -134,15 +134,15 @@ void rxe_sv_cq_created(struct rxe_cq *cq, struct ibv_cq_ex *cq_ex,
 		       uint64_t app_wc_flags)
 {
 	cq->sv = sverbs_glue_cq_created(&rxe_adapter, &cq->vcq.cq, cq_ex,
-					app_wc_flags);
+					app_wc_flags, &cq->sv_state);
 }
 
 void rxe_sv_qp_created(struct rxe_qp *qp, struct ibv_qp_init_attr_ex *attr)
 {
 	if (attr->send_cq)
-		qp->sv =
-			sverbs_glue_qp_created(&rxe_adapter, &qp->vqp.qp,
-					       to_rcq(attr->send_cq)->sv, attr);
+		qp->sv = sverbs_glue_qp_created(&rxe_adapter, &qp->vqp.qp,
+						to_rcq(attr->send_cq)->sv, attr,
+						&qp->sv_layered);
 }
 
 void rxe_sv_qp_created_legacy(struct rxe_qp *qp, struct ibv_qp_init_attr *attr)

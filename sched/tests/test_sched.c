@@ -2240,6 +2240,57 @@ static void test_pt_leave_sync(void)
 }
 
 /*
+ * The words the provider's own post_send and poll_cq test are its own
+ * fields once the glue gave them (sverbs_qp_use_layered_byte(),
+ * sverbs_cq_use_state_word()): they take the current value and follow
+ * every change after, the QP's byte with pt, the CQ's word with the count
+ * and bits.
+ */
+static void test_pt_provider_words(void)
+{
+	atomic_uchar byte;
+	atomic_uint word;
+	struct ibv_wc wc[8];
+
+	pt_setup(16);
+	atomic_init(&byte, 0);
+	atomic_init(&word, 0);
+	sverbs_cq_use_state_word(scq, &word);
+	sverbs_qp_use_layered_byte(sqp[0], &byte);
+	CU_ASSERT_EQUAL(atomic_load(&byte), 0);
+	CU_ASSERT_EQUAL(atomic_load(&word), 0);
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_SEND, 8, 0), 0);
+	CU_ASSERT_EQUAL(atomic_load(&byte), 0);
+	CU_ASSERT_EQUAL(post(sqp[0], 2, IBV_WR_SEND, 8,
+			     SVERBS_PRIO(3) | IBV_SEND_SIGNALED),
+			0);
+	CU_ASSERT_EQUAL(atomic_load(&byte), 1);
+	CU_ASSERT_EQUAL(atomic_load(&word) & SVERBS_CQ_LAYERED, 1);
+	CU_ASSERT_EQUAL(drain(0, wc, 8), 1);
+	teardown();
+
+	/* a watched QP starts layered; one that stays stock posts as stock */
+	cfg_default();
+	cfg.slice_always = false;
+	cfg.passthrough = true;
+	cfg.batch_budget_us = 10 * 1000 * 1000;
+	cfg.cq_headroom = 1;
+	setup(64);
+	atomic_init(&word, 0);
+	sverbs_cq_use_state_word(scq, &word);
+	mkqp(0, 8, false);
+	atomic_init(&byte, 0);
+	sverbs_qp_use_layered_byte(sqp[0], &byte);
+	CU_ASSERT_EQUAL(atomic_load(&byte), 1);
+	post_each(3, -1, 0);
+	CU_ASSERT_TRUE(atomic_load(&sqp[0]->fast.stock));
+	CU_ASSERT_EQUAL(atomic_load(&byte), 0);
+	CU_ASSERT_EQUAL(atomic_load(&word) & SVERBS_CQ_LAYERED, 0);
+	CU_ASSERT_EQUAL(drain(0, wc, 8), 3);
+	teardown();
+}
+
+/*
  * The WR that ends pass-through is refused at post time (EINVAL): the QP
  * has left pass-through all the same, and the next unmarked lone WR takes
  * the queue under the tail rule (alone, signaled), not the lone-WR path.
@@ -3603,6 +3654,8 @@ int main(void)
 		{ "pass-through ends at a stated priority", test_pt_leave },
 		{ "pass-through: leaving syncs the provider's poll",
 		  test_pt_leave_sync },
+		{ "pass-through: the provider's own words follow",
+		  test_pt_provider_words },
 		{ "pass-through ends with the SQ full", test_pt_leave_sq_full },
 		{ "pass-through ends at a refused WR", test_pt_leave_refused },
 		{ "pass-through: fast poll races the end",
