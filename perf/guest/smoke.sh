@@ -5,7 +5,16 @@ set -uo pipefail
 b=${PERF_BIN:?}
 export SVERBS=on
 fail=0
-run() { "$@" || { echo "smoke: FAILED ($?): $*" >&2; fail=1; }; }
+# each step's name and time on stderr: a run that hangs or is killed shows
+# where it was
+step=0
+run() {
+	local t0=$SECONDS
+	step=$((step + 1))
+	echo "smoke: step $step: ${*##*/}" >&2
+	"$@" || { echo "smoke: FAILED ($?): $*" >&2; fail=1; }
+	echo "smoke: step $step done in $((SECONDS - t0)) s" >&2
+}
 run "$b/hol_bench" -L 64K -t 1 --warmup 0.2 --label smoke-write
 run "$b/hol_bench" -L 64K -t 0.5 --warmup 0.2 --small-op send --label smoke-send
 run "$b/hol_bench" --baseline -t 0.5 --warmup 0.2 --label smoke-baseline
@@ -18,6 +27,7 @@ run "$b/rate_bench" --lat -t 0.5 --warmup 0.2 --label smoke-lat
 PERFTEST_MODES=on PERFTEST_BW_ITERS=1000 PERFTEST_LABEL=smoke-pl16 \
 	run "$(dirname "$0")/perftest.sh" bw-pl16
 # the error path: a wrong rkey must abort (exit 1) naming the WC status
+echo "smoke: step $((step + 1)): hol_bench --inject-error" >&2
 err=$("$b/hol_bench" -L 64K -t 0.5 --warmup 0 --inject-error 2>&1 >/dev/null)
 rc=$?
 echo "$err" >&2

@@ -59,7 +59,8 @@
 #   SVERBS_VM_GRACE    two hosts: seconds the other host gets after one
 #                      command failed (default 15)
 #   SVERBS_VM_BOOT_TIMEOUT  seconds a guest gets to come up (its setup done,
-#                      the command about to start; default 60, 0: no limit).
+#                      the command about to start; default 45, 0: no limit;
+#                      a boot takes ~10 s on this 2-core host).
 #                      A guest not up by then is logged, every guest is
 #                      started again once, and a second miss is status 125.
 #   SVERBS_VM_TEST_STALL  N: the harness's self-test: the last guest's first N
@@ -126,7 +127,7 @@ NET=${SVERBS_VM_NET:-veth}
 MTU=${SVERBS_VM_MTU:-1500}
 TIMEOUT=${SVERBS_VM_TIMEOUT:-600}
 GRACE=${SVERBS_VM_GRACE:-15}
-BOOT_TIMEOUT=${SVERBS_VM_BOOT_TIMEOUT:-60}
+BOOT_TIMEOUT=${SVERBS_VM_BOOT_TIMEOUT:-45}
 TEST_STALL=${SVERBS_VM_TEST_STALL:-0}
 LINK=${SVERBS_VM_LINK:-stream}
 CACHE=${SVERBS_VM_CACHE:-$REPO/build/vm}
