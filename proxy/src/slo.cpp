@@ -6,9 +6,9 @@
 namespace sv {
 
 namespace {
-constexpr double kDecay = 0.9;          // per batch, in the least-squares sums
+constexpr double kDecay = 0.9;  // per batch, in the least-squares sums
 constexpr int64_t kRateWindowNs = 50'000'000;
-constexpr double kRateWeight = 0.3;     // of the newest window
+constexpr double kRateWeight = 0.3;  // of the newest window
 }  // namespace
 
 void SloController::reset(const Params& p) {

@@ -1,9 +1,9 @@
 // SLO controller under a simulated service and clock: S(b) = alpha + beta * b, arrivals at a
 // fixed rate.  Directions and the model fit only; no wall-clock thresholds.
+#include <initializer_list>
+
 #include "cunit_main.hpp"
 #include "slo.hpp"
-
-#include <initializer_list>
 
 using namespace sv;
 
@@ -40,8 +40,7 @@ uint32_t drive(SloController& c, double rate, double secs, int64_t alpha, int64_
 void test_fit() {
     SloController c;
     c.reset(params());
-    for (uint32_t b : {1u, 4u, 8u, 16u, 2u, 32u, 8u, 64u})
-        c.on_batch(b, 2 * kMs + b * 100'000);
+    for (uint32_t b : {1u, 4u, 8u, 16u, 2u, 32u, 8u, 64u}) c.on_batch(b, 2 * kMs + b * 100'000);
     CU_ASSERT(c.modelled());
     CU_ASSERT_DOUBLE_EQUAL(c.alpha_ns(), 2e6, 1e3);
     CU_ASSERT_DOUBLE_EQUAL(c.beta_ns(), 1e5, 1e2);
