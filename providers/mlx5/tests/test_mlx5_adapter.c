@@ -64,9 +64,16 @@ struct fake {
 	uint32_t hw_sq;	 /* fake HCA: next BB it executes */
 	uint32_t hw_cq;	 /* fake HCA: CQEs written */
 	int hw_cqes;
+	uint32_t uidx; /* CQE version 1: the QP's user index */
 };
 
 static struct fake f;
+/*
+ * The context's CQE version for the next setup(): 0, or 1 as rdma-core asks
+ * of every current ConnectX (CQEs name the QP by its user index, not its
+ * number; mlx5 polls them with another function)
+ */
+static int fx_cqe_ver;
 
 static struct ibv_cq *ibcq(void)
 {
@@ -157,7 +164,16 @@ static void fake_qp_init(bool sig_all)
 	f.bf.need_lock = 0;
 	mlx5_spinlock_init(&f.bf.lock, 0);
 	qp->bf = &f.bf;
-	CU_ASSERT_EQUAL_FATAL(mlx5_store_qp(f.ctx, QPN, qp), 0);
+	if (f.ctx->cqe_version) {
+		/* as mlx5's create_qp() for a version-1 context */
+		int32_t uidx = mlx5_store_uidx(f.ctx, qp);
+
+		CU_ASSERT_FATAL(uidx >= 0);
+		f.uidx = (uint32_t)uidx;
+		qp->rsc.rsn = f.uidx;
+	} else {
+		CU_ASSERT_EQUAL_FATAL(mlx5_store_qp(f.ctx, QPN, qp), 0);
+	}
 
 	attr.comp_mask = IBV_QP_INIT_ATTR_PD;
 	attr.send_cq = ibcq();
@@ -180,7 +196,8 @@ static void setup(bool sig_all, bool prefer_bf)
 	f.ctx->dbg_fp = stderr;
 	f.ctx->prefer_bf = prefer_bf;
 	f.ctx->shut_up_bf = 0;
-	f.ctx->cqe_version = 0;
+	f.ctx->cqe_version = fx_cqe_ver;
+	pthread_mutex_init(&f.ctx->uidx_table_mutex, NULL);
 	fake_cq_init();
 	fake_qp_init(sig_all);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(f.cq->sv);
@@ -192,7 +209,10 @@ static void teardown(void)
 	sverbs_qp_destroy_pre(f.qp->sv);
 	sverbs_qp_destroy_post(f.qp->sv, 0);
 	sverbs_cq_destroy(f.cq->sv);
-	mlx5_clear_qp(f.ctx, QPN);
+	if (f.ctx->cqe_version)
+		mlx5_clear_uidx(f.ctx, f.uidx);
+	else
+		mlx5_clear_qp(f.ctx, QPN);
 	free(f.qp->sq.wrid);
 	free(f.qp->sq.wqe_head);
 	free(f.qp->sq.wr_data);
@@ -800,6 +820,7 @@ static void hw_run_n(uint32_t max)
 							    64);
 			memset(&tmp, 0, sizeof(tmp));
 			tmp.sop_drop_qpn = htobe32((op_idx & 0xff) << 24 | QPN);
+			tmp.srqn_uidx = htobe32(f.uidx);
 			tmp.wqe_counter = htobe16(f.hw_sq & 0xffff);
 			tmp.op_own = MLX5_CQE_INVALID << 4;
 			memcpy(cqe, &tmp, sizeof(tmp));
@@ -903,6 +924,7 @@ static void hw_resp_err(uint16_t wqe_counter)
 	memset(&tmp, 0, sizeof(tmp));
 	e->syndrome = MLX5_CQE_SYNDROME_WR_FLUSH_ERR;
 	e->s_wqe_opcode_qpn = htobe32(QPN);
+	e->srqn = htobe32(f.uidx);
 	e->wqe_counter = htobe16(wqe_counter);
 	e->op_own = MLX5_CQE_INVALID << 4;
 	memcpy(cqe, &tmp, sizeof(tmp));
@@ -1055,9 +1077,10 @@ static uint64_t glue_wrid(unsigned int back)
 	return f.qp->sq.wrid[(f.qp->sq.cur_post - back) & (WQE_CNT - 1)];
 }
 
-static void test_glue_passthrough(void)
+static void glue_passthrough(int cqe_ver)
 {
 	const struct verbs_context_ops *ops = mlx5_sv_ops();
+	int (*poll_cq)(struct ibv_cq *, int, struct ibv_wc *);
 	struct ibv_qp *qp;
 	struct ibv_send_wr wr[3], *bad = NULL;
 	struct ibv_sge sge[3];
@@ -1065,7 +1088,11 @@ static void test_glue_passthrough(void)
 	unsigned int head;
 	int n, k;
 
+	/* the context's poll entry for its version (the next test checks it) */
+	poll_cq = cqe_ver ? mlx5_sv_poll_cq_v1 : ops->poll_cq;
+	fx_cqe_ver = cqe_ver;
 	setup(false, false);
+	fx_cqe_ver = 0;
 	reset_rec();
 	qp = &f.qp->verbs_qp.qp;
 	CU_ASSERT_TRUE_FATAL(glue_pt());
@@ -1080,7 +1107,7 @@ static void test_glue_passthrough(void)
 	CU_ASSERT_EQUAL(glue_wrid(2), 11);
 	CU_ASSERT_EQUAL(glue_wrid(1), 12);
 	hw_run();
-	CU_ASSERT_EQUAL_FATAL(ops->poll_cq(ibcq(), 4, wc), 1);
+	CU_ASSERT_EQUAL_FATAL(poll_cq(ibcq(), 4, wc), 1);
 	CU_ASSERT_EQUAL(wc[0].wr_id, 12);
 	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
 	CU_ASSERT_TRUE(glue_pt());
@@ -1109,7 +1136,7 @@ static void test_glue_passthrough(void)
 	 */
 	for (n = 0, k = 0; n < 2 && k < 8; k++) {
 		hw_run();
-		n += ops->poll_cq(ibcq(), 4 - n, wc + n);
+		n += poll_cq(ibcq(), 4 - n, wc + n);
 	}
 	CU_ASSERT_EQUAL_FATAL(n, 2);
 	CU_ASSERT_EQUAL_FATAL(rec.n, 2);
@@ -1118,7 +1145,7 @@ static void test_glue_passthrough(void)
 	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
 	CU_ASSERT_EQUAL(wc[1].wr_id, 23);
 	CU_ASSERT_EQUAL(wc[1].status, IBV_WC_SUCCESS);
-	CU_ASSERT_EQUAL(ops->poll_cq(ibcq(), 4, wc), 0);
+	CU_ASSERT_EQUAL(poll_cq(ibcq(), 4, wc), 0);
 
 	/* out of pass-through, a plain WR takes the queue too */
 	mkwr(&wr[0], &sge[0], 31, IBV_WR_RDMA_WRITE, 64, IBV_SEND_SIGNALED);
@@ -1126,9 +1153,24 @@ static void test_glue_passthrough(void)
 	CU_ASSERT_EQUAL_FATAL(rec.n, 3);
 	CU_ASSERT_NOT_EQUAL(rec.w[2].wr.wr_id, 31);
 	hw_run();
-	CU_ASSERT_EQUAL_FATAL(ops->poll_cq(ibcq(), 4, wc), 1);
+	CU_ASSERT_EQUAL_FATAL(poll_cq(ibcq(), 4, wc), 1);
 	CU_ASSERT_EQUAL(wc[0].wr_id, 31);
 	teardown();
+}
+
+static void test_glue_passthrough(void)
+{
+	glue_passthrough(0);
+}
+
+/*
+ * The same with a CQE-version-1 context: the pass-through poll is
+ * mlx5_sv_poll_cq_v1 (mlx5's version-1 parse, the QP found by its user
+ * index), and so is the adapter's once the layer polls.
+ */
+static void test_glue_passthrough_v1(void)
+{
+	glue_passthrough(1);
 }
 
 /*
@@ -1210,6 +1252,8 @@ static int glue_main(void)
 	if (!s ||
 	    !CU_add_test(s, "glue: pass-through, then a priority leaves",
 			 test_glue_passthrough) ||
+	    !CU_add_test(s, "glue: the same with CQE version 1",
+			 test_glue_passthrough_v1) ||
 	    !CU_add_test(s, "glue: a reserved wr_id fails in pass-through",
 			 test_glue_reserved_wr_id) ||
 	    !CU_add_test(s, "glue: the poll entry of the context's CQE version",
