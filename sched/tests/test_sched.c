@@ -2240,6 +2240,20 @@ static void test_pt_leave_sync(void)
 }
 
 /*
+ * A budgeted (watched) QP's CQ with one CQE of headroom: its QPs cannot
+ * leave pass-through and stay stock (mkqp() next).
+ */
+static void watch_stock_setup(void)
+{
+	cfg_default();
+	cfg.slice_always = false;
+	cfg.passthrough = true;
+	cfg.batch_budget_us = 10 * 1000 * 1000;
+	cfg.cq_headroom = 1;
+	setup(64);
+}
+
+/*
  * The words the provider's own post_send and poll_cq test are its own
  * fields once the glue gave them (sverbs_qp_use_layered_byte(),
  * sverbs_cq_use_state_word()): they take the current value and follow
@@ -2270,12 +2284,7 @@ static void test_pt_provider_words(void)
 	teardown();
 
 	/* a watched QP starts layered; one that stays stock posts as stock */
-	cfg_default();
-	cfg.slice_always = false;
-	cfg.passthrough = true;
-	cfg.batch_budget_us = 10 * 1000 * 1000;
-	cfg.cq_headroom = 1;
-	setup(64);
+	watch_stock_setup();
 	atomic_init(&word, 0);
 	sverbs_cq_use_state_word(scq, &word);
 	mkqp(0, 8, false);
@@ -2777,12 +2786,7 @@ static void test_watch_stays_stock(void)
 {
 	struct ibv_wc wc[16];
 
-	cfg_default();
-	cfg.slice_always = false;
-	cfg.passthrough = true;
-	cfg.batch_budget_us = 10 * 1000 * 1000;
-	cfg.cq_headroom = 1;
-	setup(64);
+	watch_stock_setup();
 	mkqp(0, 8, false);
 	post_each(3, -1, 0);
 	CU_ASSERT_TRUE(atomic_load(&sqp[0]->fast.stock));
