@@ -2240,6 +2240,58 @@ static void test_pt_leave_sync(void)
 }
 
 /*
+ * Two threads post to one QP: one reads pass-through and goes to the
+ * provider as stock while the other's priority WR makes the QP leave, so
+ * the stock WRs land behind the layer's first WQE, unknown to its depth
+ * and window.  Every completion still comes once, with its own wr_id: the
+ * signaled stock WR's untouched (not of the QP's range), the layer's
+ * translated, and the send queue the stock WRs took is waited for, not
+ * overrun (the provider's full queue is retried after completions).
+ */
+static void test_pt_late_stock_post(void)
+{
+	struct ibv_send_wr wr = {}, *bad = NULL;
+	struct ibv_sge sge = { .addr = LADDR, .length = 8, .lkey = 7 };
+	struct ibv_wc wc[32];
+	bool seen[300] = {};
+	int i, n;
+
+	pt_setup(8);
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_SEND, 8,
+			     SVERBS_PRIO(3) | IBV_SEND_SIGNALED),
+			0);
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->fast.pt));
+	/* the other thread's stock WRs, straight to the provider */
+	for (i = 0; i < 4; i++) {
+		wr.wr_id = 100 + i;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_SEND;
+		wr.send_flags = i == 3 ? IBV_SEND_SIGNALED : 0;
+		CU_ASSERT_EQUAL(sqp[0]->ad->post_send(sqp[0]->qp, &wr, &bad),
+				0);
+	}
+	/* the application's limit: max_send_wr (8) outstanding, 1 + 4 + 3 */
+	for (i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(post(sqp[0], 200 + i, IBV_WR_SEND, 8,
+				     IBV_SEND_SIGNALED),
+				0);
+	n = drain(0, wc, 32);
+	CU_ASSERT_EQUAL(n, 5);
+	check_no_internal(wc, n);
+	for (i = 0; i < n; i++) {
+		CU_ASSERT_EQUAL(wc[i].status, IBV_WC_SUCCESS);
+		CU_ASSERT_FATAL(wc[i].wr_id < 300);
+		CU_ASSERT_FALSE(seen[wc[i].wr_id]);
+		seen[wc[i].wr_id] = true;
+	}
+	CU_ASSERT_TRUE(seen[1] && seen[103]);
+	for (i = 0; i < 3; i++)
+		CU_ASSERT_TRUE(seen[200 + i]);
+	teardown();
+}
+
+/*
  * A budgeted (watched) QP's CQ with one CQE of headroom: its QPs cannot
  * leave pass-through and stay stock (mkqp() next).
  */
@@ -3660,6 +3712,8 @@ int main(void)
 		  test_pt_leave_sync },
 		{ "pass-through: the provider's own words follow",
 		  test_pt_provider_words },
+		{ "pass-through: a stock post lands after the leave",
+		  test_pt_late_stock_post },
 		{ "pass-through ends with the SQ full", test_pt_leave_sq_full },
 		{ "pass-through ends at a refused WR", test_pt_leave_refused },
 		{ "pass-through: fast poll races the end",
