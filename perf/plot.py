@@ -7,6 +7,8 @@ Writes, next to the JSON (or in DIR):
   <name>-latency.png         small-message p50/p99 per background size, stock vs sverbs
                              (log), and the p99 from the scheduled time when the runs have it
   <name>-throughput.png      large-stream MB/s per background size, stock vs sverbs
+  <name>-cpu.png             CPU ms per MiB of the stream by kind (user, system, softirq),
+                             stock vs sverbs, when the runs have hol_bench's "cpu"
   <name>-kpps.png            message rate per configuration, stock vs sverbs
 Every repetition is drawn as a dot over the median bar.
 """
@@ -90,7 +92,44 @@ def plot_hol(doc, outdir, name):
         fig.savefig(p, dpi=110)
         plt.close(fig)
         made.append(p)
+    cpu = [r for r in loaded if r.get("cpu_ms_per_mib")]
+    if cpu:
+        made.append(plot_cpu(cpu, outdir, name))
     return made
+
+
+CPU_STACK = (("user_ms", "user", "#2ca02c"), ("system_ms", "system", "#d62728"),
+             ("softirq_ms", "softirq + irq", "#ff7f0e"))
+
+
+def plot_cpu(rows, outdir, name):
+    """Stacked bars: the guest's CPU ms per MiB of the stream by kind, a
+    stock and a sverbs bar per background size (and variant)."""
+    fig, ax = plt.subplots(figsize=(1.6 * len(rows) + 4.5, 4.2))
+    w = 0.38
+    for i, side in enumerate(("stock", "sverbs")):
+        xs = [x + (i - 0.5) * w for x in range(len(rows))]
+        bottom = [0.0] * len(rows)
+        for key, label, color in CPU_STACK:
+            v = [r["cpu_ms_per_mib"][side][key] +
+                 (r["cpu_ms_per_mib"][side]["irq_ms"] if key == "softirq_ms" else 0)
+                 for r in rows]
+            ax.bar(xs, v, w, bottom=bottom, color=color, edgecolor="black",
+                   hatch="//" if side == "stock" else None,
+                   label="%s (%s)" % (label, side))
+            bottom = [b + x for b, x in zip(bottom, v)]
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([r["background"] + (" " + r["variant"] if r.get("variant") else "")
+                        for r in rows])
+    ax.set_ylabel("guest CPU ms per MiB streamed")
+    ax.set_title("CPU per MiB of the stream (hatched: stock)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    p = os.path.join(outdir, name + "-cpu.png")
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p
 
 
 def side_label(sv):

@@ -41,8 +41,14 @@ def need(label, cond, what):
     r = runs.get(label)
     if r is None:
         bad.append("%s: no JSON line" % label)
-    elif "error" in r or not cond(r):
-        bad.append("%s: %s" % (label, what))
+    else:
+        try:
+            ok = "error" not in r and cond(r)
+        except (KeyError, TypeError) as e:
+            ok = False
+            what += " (%s: %s)" % (type(e).__name__, e)
+        if not ok:
+            bad.append("%s: %s" % (label, what))
 for l in ("smoke-write", "smoke-send"):
     need(l, lambda r: r["small"]["count"] > 0 and r["large"]["completed"] > 0
          and r["large"]["mb_per_s"] > 0 and r["small"]["p99_us"] > 0
@@ -53,6 +59,16 @@ need("smoke-write", lambda r: r["window_s"] > 0 and r["interval_us"] > 0
      and r["small_from_schedule"]["count"] == r["small"]["count"]
      and r["small_from_schedule"]["p99_us"] >= r["small"]["p99_us"],
      "small_from_schedule missing, or below the latency from the post")
+# the CPU accounting summarize.py reads (/proc/stat and getrusage over the
+# window): every kind present, none negative, some time counted, and the
+# busy-polling benchmark's own among it
+CPU = ("user_s", "system_s", "irq_s", "softirq_s", "idle_s", "steal_s",
+       "proc_user_s", "proc_system_s")
+need("smoke-write", lambda r: r["cpu"]["interval_s"] > 0
+     and all(r["cpu"][k] >= 0 for k in CPU)
+     and sum(r["cpu"][k] for k in CPU[:6]) > 0
+     and r["cpu"]["proc_user_s"] + r["cpu"]["proc_system_s"] > 0,
+     "cpu: a kind missing or negative, or no CPU time counted over the window")
 need("smoke-thread", lambda r: r["stream_thread"] and r["small"]["count"] > 0
      and r["large"]["completed"] > 0 and r["large"]["post_call_max_us"] > 0,
      "--stream-thread: no small samples, or its thread posted no large WRITE")

@@ -177,8 +177,33 @@ def hol_row(sel, rs_size, size, variant):
         row["mbps_ratio"] = rnd(ratio(row["sverbs"]["mb_per_s"], row["stock"]["mb_per_s"]), 3)
         row["mbps_ratio_paired"] = paired(by["off"], by["on"],
                                           lambda r: r["large"]["mb_per_s"])
+        cpu = {m: cpu_per_mib(by[m]) for m, _ in MODES}
+        if all(cpu.values()):
+            row["cpu_ms_per_mib"] = {name: cpu[m] for m, name in MODES}
     row["_on_runs"] = by["on"]
     return row
+
+
+CPU_KINDS = ("user_s", "system_s", "softirq_s", "irq_s", "proc_user_s", "proc_system_s")
+
+
+def cpu_per_mib(rs):
+    """Medians over the runs of the CPU time (ms) spent per MiB of the
+    stream, by kind (hol_bench's "cpu": the whole guest from /proc/stat,
+    and hol_bench's own from getrusage), and the busy cores (CPU seconds
+    per second of all but idle).  None when a run has no "cpu"."""
+    if not rs or not all(r.get("cpu", {}).get("interval_s") and r["large"]["mb_per_s"]
+                         for r in rs):
+        return None
+    out = {}
+    for k in CPU_KINDS:
+        out[k[:-2] + "_ms"] = rnd(med([
+            r["cpu"][k] / r["cpu"]["interval_s"] / (r["large"]["mb_per_s"] * 1e6 / (1 << 20))
+            * 1000 for r in rs]), 2)
+    out["busy_cores"] = rnd(med([
+        sum(r["cpu"][k] for k in ("user_s", "system_s", "softirq_s", "irq_s", "steal_s"))
+        / r["cpu"]["interval_s"] for r in rs]), 2)
+    return out
 
 
 def hol_variants(rows):
@@ -432,6 +457,26 @@ def markdown(name, meta, summ, errors):
                         fmt(st.get("p99_vs_unloaded"), "x"),
                         fmt(sv.get("p99_vs_unloaded"), "x"))))
             L.append("")
+    cpu = [r for r in summ.get("hol", []) if r.get("cpu_ms_per_mib")]
+    if cpu:
+        L += ["## CPU per MiB of the stream", "",
+              "The whole guest's CPU time (/proc/stat, both vCPUs) over the measured window, "
+              "in ms per MiB the stream moved, by kind, and hol_bench's own (getrusage); "
+              "busy: CPU seconds per second of all but idle (2 = both vCPUs).  On rxe the "
+              "protocol is the kernel's: in the posting system call (system) and in softirq.",
+              "",
+              "| background | user (stock, sverbs) | system | softirq + irq | hol_bench user |"
+              " hol_bench system | busy vCPUs |",
+              "|---|---|---|---|---|---|---|"]
+        for r in cpu:
+            st, sv = r["cpu_ms_per_mib"]["stock"], r["cpu_ms_per_mib"]["sverbs"]
+            pair = lambda k: "%s, %s" % (fmt(st[k]), fmt(sv[k]))
+            L.append("| %s | %s | %s | %s, %s | %s | %s | %s |" % (
+                hol_label(r), pair("user_ms"), pair("system_ms"),
+                fmt(rnd(st["softirq_ms"] + st["irq_ms"])),
+                fmt(rnd(sv["softirq_ms"] + sv["irq_ms"])),
+                pair("proc_user_ms"), pair("proc_system_ms"), pair("busy_cores")))
+        L.append("")
     if summ.get("hol_variants"):
         L += ["## The sverbs side's variants against the first, paired by repetition", "",
               "| background | variant / reference | high-priority p99 |"

@@ -14,6 +14,10 @@
 // whole inside the call) delays only the stream, not the small messages'
 // schedule: what is left is the wait on the wire.
 //
+// "cpu": the machine's CPU time (/proc/stat) and the process's own
+// (getrusage) over the measured window, by kind: on rxe most of what a
+// stream costs is the kernel's, in system calls and softirq.
+//
 // Output: one JSON line on stdout, one human line on stderr.  Any completion
 // with an error status aborts (exit 1) naming the status.
 #include <fmt/format.h>
@@ -71,6 +75,10 @@ struct Result {
     double small_post_max_us = 0, large_post_max_us = 0, large_post_total_s = 0;
     uint64_t large_completed = 0, large_bytes = 0;
     double window_s = 0;
+    // CPU over the measured window: from the first pass of the loop after
+    // the warm-up to the end of posting (cpu_s: that interval's length)
+    CpuTimes cpu0, cpu1;
+    double cpu_s = 0;
 };
 
 class HolBench {
@@ -286,16 +294,23 @@ Result HolBench::run() {
     if (o_.stream_thread && !o_.baseline) streamer.emplace(*this, large_posted, t_warm, r);
 
     uint64_t seq = 0, small_out = 0, measured_posted = 0;
+    std::optional<TimePoint> t_cpu0;
     TimePoint next_small = t0;
     TimePoint last_progress = t0;
     ibv_wc wc[32];
 
     for (;;) {
         TimePoint now = Clock::now();
+        if (!t_cpu0 && now >= t_warm) {
+            r.cpu0 = cpu_times();
+            t_cpu0 = now;
+        }
         if (!t_end) {
             bool done = o_.count ? measured_posted >= o_.count : now >= t_stop;
             if (done) {
                 t_end = now;
+                r.cpu1 = cpu_times();
+                r.cpu_s = t_cpu0 ? s_between(*t_cpu0, now) : 0;
             } else if (now >= next_small) {
                 const TimePoint slot = next_small;
                 double lag = us_between(slot, now);
@@ -421,6 +436,8 @@ int run_main(const Options& o) {
         {"post_call_max_us", std::round(r.large_post_max_us)},
         {"post_call_share",
          r.window_s > 0 ? std::round(r.large_post_total_s / r.window_s * 1000) / 1000 : 0.0}};
+    j["cpu"] = cpu_json(r.cpu0, r.cpu1);
+    j["cpu"]["interval_s"] = std::round(r.cpu_s * 1000.0) / 1000.0;
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
 

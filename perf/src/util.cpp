@@ -2,6 +2,7 @@
 #include "util.hpp"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,7 +10,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <numeric>
+#include <sstream>
 #include <stdexcept>
 
 namespace perf {
@@ -83,6 +86,47 @@ nlohmann::json run_header(const std::string& bench) {
     char ts[32] = {};
     std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
     return {{"bench", bench}, {"sverbs", sverbs_mode()}, {"host", host}, {"time", ts}};
+}
+
+CpuTimes cpu_times() {
+    std::ifstream f("/proc/stat");
+    std::string line;
+    if (!f || !std::getline(f, line) || line.rfind("cpu ", 0) != 0)
+        throw std::runtime_error("cannot read the cpu line of /proc/stat");
+    // cpu user nice system idle iowait irq softirq steal guest guest_nice
+    std::istringstream in(line.substr(4));
+    std::vector<double> v;
+    for (double x; in >> x;) v.push_back(x);
+    if (v.size() < 7) throw std::runtime_error("short cpu line in /proc/stat: " + line);
+    v.resize(8, 0);
+    const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+    CpuTimes t;
+    t.user = (v[0] + v[1]) / tick;
+    t.system = v[2] / tick;
+    t.idle = (v[3] + v[4]) / tick;
+    t.irq = v[5] / tick;
+    t.softirq = v[6] / tick;
+    t.steal = v[7] / tick;
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    auto sec = [](const timeval& tv) {
+        return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+    };
+    t.proc_user = sec(ru.ru_utime);
+    t.proc_system = sec(ru.ru_stime);
+    return t;
+}
+
+nlohmann::json cpu_json(const CpuTimes& a, const CpuTimes& b) {
+    auto r = [](double x) { return std::round(x * 1000.0) / 1000.0; };
+    return {{"user_s", r(b.user - a.user)},
+            {"system_s", r(b.system - a.system)},
+            {"irq_s", r(b.irq - a.irq)},
+            {"softirq_s", r(b.softirq - a.softirq)},
+            {"idle_s", r(b.idle - a.idle)},
+            {"steal_s", r(b.steal - a.steal)},
+            {"proc_user_s", r(b.proc_user - a.proc_user)},
+            {"proc_system_s", r(b.proc_system - a.proc_system)}};
 }
 
 }  // namespace perf

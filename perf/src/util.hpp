@@ -38,6 +38,20 @@ nlohmann::json to_json(const LatencyStats& s);
 // ("off", "on", ...), or "default" when unset (the layer is on by default).
 std::string sverbs_mode();
 
+// CPU time over an interval: the whole machine's (/proc/stat's first line,
+// summed over its CPUs) and this process's own (getrusage), in seconds.
+// Soft-RoCE does its protocol in the kernel, partly in the posting system
+// call (system), partly in softirq and kernel threads: what a benchmark's
+// extra system calls cost shows here, not in its own user time.
+struct CpuTimes {
+    double user = 0, system = 0, irq = 0, softirq = 0, idle = 0, steal = 0;
+    double proc_user = 0, proc_system = 0;
+};
+// A reading now.  Throws std::runtime_error if /proc/stat cannot be read.
+CpuTimes cpu_times();
+// b - a, field by field, as JSON (seconds, 3 decimals).
+nlohmann::json cpu_json(const CpuTimes& a, const CpuTimes& b);
+
 // Common fields of every result line: bench name, sverbs mode, host name,
 // a UTC timestamp.
 nlohmann::json run_header(const std::string& bench);
