@@ -19,7 +19,7 @@ CASES = {
                         "<slice> KiB slices, window w<slices>, s<signaled WQEs per window>",
     ("rxe", "t1"): "rate_bench -T 1: 1 WR per post, 1 in 16 signaled",
     ("rxe", "pl16"): "rate_bench -l 16: 16 WRs per post",
-    ("rxe", "lat"): "rate_bench --lat: post 1, wait for it",
+    ("rxe", "lat"): "rate_bench --lat --settle-us 2000: post 1, sleep 2 ms, poll it (polls / WR: how many polls it took)",
     ("rxe", "ptbw"): "perftest ib_write_bw -s 64, client (on rxe it posts with ibv_post_send)",
     ("rxe", "mib"): "rate_bench -s 1M (layer: PRIO(7), 4 KiB slices), per WR",
 }
@@ -43,13 +43,13 @@ def main():
              f"git {meta.get('git', '?')}, `{meta.get('args', '')}`. "
              "User-space instructions per WR, post + poll (mlx5: only the "
              "post and poll calls against the fake objects; rxe: rate_bench's "
-             "posting thread (callgrind --toggle-collect), perftest's whole "
+             "posting thread or its lat loop (callgrind --toggle-collect), perftest's whole "
              "client process with a run of N WRs subtracted from one of 2N). "
              "The budget's rows vary by a few instructions between runs "
              "(its timer thread). "
              "Δ = over stock in the same case.", "",
-             "| path | case | mode | instructions / WR | Δ vs stock | doorbells / WR | CQEs / WR |",
-             "|---|---|---|---:|---:|---:|---:|"]
+             "| path | case | mode | instructions / WR | Δ vs stock | doorbells / WR | CQEs / WR | polls / WR |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
     bad = 0
     for r in runs:
         if "error" in r:
@@ -64,14 +64,16 @@ def main():
         base = next((r["per_wr"] for r in rs if r["mode"] in ("stock", "off") and "per_wr" in r), None)
         for r in rs:
             if "per_wr" not in r:
-                lines.append(f"| {k[0]} | {k[1]} | {MODES.get(r['mode'], r['mode'])} | failed | | | |")
+                lines.append(f"| {k[0]} | {k[1]} | {MODES.get(r['mode'], r['mode'])} | failed | | | | |")
                 continue
             d = "" if base is None or r["mode"] in ("stock", "off") else f"{r['per_wr'] - base:+d}"
             db = r.get("doorbells_per_wr")
             db = "" if db is None else f"{db:.3g}"
             cq = r.get("cqes_per_wr")
             cq = "" if cq is None else f"{cq:.3g}"
-            lines.append(f"| {k[0]} | {k[1]} | {MODES.get(r['mode'], r['mode'])} | {r['per_wr']} | {d} | {db} | {cq} |")
+            pl = r.get("polls_per_wr")
+            pl = "" if pl is None else f"{pl:.3g}"
+            lines.append(f"| {k[0]} | {k[1]} | {MODES.get(r['mode'], r['mode'])} | {r['per_wr']} | {d} | {db} | {cq} | {pl} |")
     lines += ["", "Cases:", ""]
     lines += [f"* {p} {c}: {d}" for (p, c), d in CASES.items()
               if (p, c) in seen or (c.endswith("*") and any(

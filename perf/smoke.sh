@@ -83,12 +83,19 @@ need("smoke-error", lambda r: r["ok"],
 need("smoke-pl16", lambda r: r["mpps"] > 0 and r["sverbs"] == "on",
      "perftest.sh bw-pl16 (ib_write_bw --post_list 16) failed or measured nothing")
 need("smoke-lat", lambda r: r["lat"]["count"] > 0 and r["lat"]["p50_us"] > 0, "no latency sample")
+need("smoke-settle", lambda r: r["settle_us"] == 2000 and r["polls_per_wr"] >= 1,
+     "--settle-us: not recorded, or fewer polls than WRs")
+need("smoke-write-off", lambda r: r["sverbs"] == "off" and r["large"]["completed"] > 0
+     and r["cpu"]["interval_s"] > 0, "the stock run: no large WRITE completed, or no cpu")
 # summarize.py over the runs: the hol tables, both latencies
 import os, subprocess, tempfile
 with tempfile.TemporaryDirectory() as d:
     p = subprocess.run([sys.executable, os.path.join(os.environ["PERF_DIR"], "summarize.py"),
                         "smoke", sys.argv[1], "--outdir", d], capture_output=True, text=True)
     md = open(os.path.join(d, "smoke.md")).read() if os.path.exists(os.path.join(d, "smoke.md")) else ""
+    if "CPU per MiB of the stream" not in md:
+        bad.append("summarize.py: no CPU table from the stock/sverbs pair (exit %d: %s)" %
+                   (p.returncode, p.stderr.strip()[-200:]))
     if "from their scheduled time" not in md or "64K x2" not in md:
         bad.append("summarize.py: no hol table from the schedule (exit %d: %s)" %
                    (p.returncode, p.stderr.strip()[-200:]))

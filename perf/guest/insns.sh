@@ -7,8 +7,9 @@
 #   insns.sh N CASE...     CASE: t1 pl16 lat mib ptbw (see below)
 #
 # rate_bench runs once per (case, mode) under callgrind with -n 2N, counting
-# only its posting thread's loop (--toggle-collect='*rate_thread*': post,
-# poll and the loop's own work, not setup); Ir / 2N is the per-WR count.
+# only its posting thread's loop (--toggle-collect='*rate_thread*', lat:
+# '*lat_loop*': post, poll and the loop's own work, not setup); Ir / 2N is
+# the per-WR count.
 # ptbw runs perftest twice, with N and 2N iterations (its binary has no
 # symbols to toggle on); (Ir(2N) - Ir(N)) / N is the per-WR count, setup
 # and teardown cancelled.  Modes: off (stock), pt (the layer in pass-through), queue
@@ -17,7 +18,7 @@
 # 4 KiB slices).  ptbw: perftest's ib_write_bw -s 64 (one WR per post; on
 # rxe it posts with ibv_post_send) as the client under callgrind, N and 2N
 # iterations, its server (same mode) on rxe0.  Prints one JSON line per
-# (case, mode); the 2N run's inclusive costs of the entry points go to
+# (case, mode) (lat: with rate_bench's polls per WR); the 2N run's inclusive costs of the entry points go to
 # $INSNS_OUT/<case>-<mode>.fn.
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 N CASE..." >&2; exit 2; }
@@ -36,7 +37,9 @@ case_args() {
 	case $1 in
 	t1) args=(-T 1) ;;
 	pl16) args=(-T 1 -l 16); modes="off pt queue" ;;
-	lat) args=(--lat); k=$((n / 4)) ;; # (run_lat: no rate_thread, differenced)
+	# 2 ms after each post before its poll, so that each WR is one post
+	# and one poll on every side (the busy-wait's empty polls vary)
+	lat) args=(--lat --settle-us 2000); k=$((n / 4)) ;;
 	mib) args=(-T 1 -s 1M -c 1 --tx-depth 2); modes="off sliced"; k=$((n / 64)) ;;
 	ptbw) args=(); modes="off pt" ;;
 	*) return 1 ;;
@@ -82,7 +85,9 @@ for c in "$@"; do
 		mode_env "$m"
 		ok=1 toggle=() runs="1 2"
 		case $c in
-		ptbw | lat) ;;
+		ptbw) ;;
+		# only the lat loop: not the setup, nor the sort of the samples
+		lat) toggle=(--toggle-collect='*lat_loop*') runs=2 ;;
 		*) toggle=(--toggle-collect='*rate_thread*') runs=2 ;;
 		esac
 		for i in $runs; do
@@ -98,8 +103,10 @@ for c in "$@"; do
 			fi
 			{ callgrind_annotate --inclusive=yes --threshold=100 "$tmp/cg.2" 2>/dev/null || true; } |
 				grep -E "post_send|poll_cq|sverbs_|sv_|wr_" >"$out/$c-$m.fn" || true
-			printf '{"bench":"insns","path":"rxe","case":"%s","mode":"%s","wrs":%d,"ir_n":%s,"ir_2n":%s,"per_wr":%s}\n' \
-				"$c" "$m" "$k" "$ir1" "$ir2" "$per"
+			# rate_bench --lat says how many polls a WR took
+			polls=$(sed -n 's/.*"polls_per_wr":\([0-9.]*\).*/\1/p' "$tmp/json.2")
+			printf '{"bench":"insns","path":"rxe","case":"%s","mode":"%s","wrs":%d,"ir_n":%s,"ir_2n":%s,"per_wr":%s%s}\n' \
+				"$c" "$m" "$k" "$ir1" "$ir2" "$per" "${polls:+,\"polls_per_wr\":$polls}"
 		else
 			fail=1
 			echo "insns: $c $m failed:" >&2
