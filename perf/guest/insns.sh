@@ -18,8 +18,8 @@
 # 4 KiB slices).  ptbw: perftest's ib_write_bw -s 64 (one WR per post; on
 # rxe it posts with ibv_post_send) as the client under callgrind, N and 2N
 # iterations, its server (same mode) on rxe0.  Prints one JSON line per
-# (case, mode) (lat: with rate_bench's polls per WR); the 2N run's inclusive costs of the entry points go to
-# $INSNS_OUT/<case>-<mode>.fn.
+# (case, mode) (lat: with rate_bench's polls per WR); the 2N run's
+# inclusive costs of the entry points go to $INSNS_OUT/<case>-<mode>.fn.
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 N CASE..." >&2; exit 2; }
 n=$1
