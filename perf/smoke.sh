@@ -18,7 +18,7 @@ if ! why=$("$VM_RUNNER" --check 2>&1); then
 	exit 77
 fi
 # below meson's timeout (perf/meson.build): the harness's own timeout, which
-# prints the guest's console tail, comes first.  A run takes ~21 s, boot
+# prints the guest's console tail, comes first.  A run takes ~24 s, boot
 # included; the rest is room for a boot the harness restarts (run-in-vm.sh)
 export SVERBS_VM_TIMEOUT=${SVERBS_VM_TIMEOUT:-100}
 out=$(mktemp)
