@@ -2454,6 +2454,150 @@ static int cmd_post_state(void)
 	return 0;
 }
 
+/* ------------------------------------------------------------ pt-list */
+
+/*
+ * One ibv_post_send list on a QP in pass-through whose WRs are not all
+ * plain (rxe's own post_send tests them: the first before the send queue's
+ * lock, each next one after the post of the one before it).  A list of
+ * four signaled 4 KiB WRITEs whose third states a priority: all four
+ * complete once (the three that state none in posting order), every byte
+ * lands, and the QP has left pass-through (the WRs before it went as
+ * stock, it and the rest through the layer).  A list whose first WR states
+ * one: the same.  A list whose second WR uses a wr_id of the layer's
+ * range: EINVAL, *bad_wr at it, the first alone completes, the QP keeps
+ * its mode (stock: all three go and complete with their wr_ids, the
+ * reserved one included).
+ */
+#define PTL_LEN (4 * KiB)
+
+static void ptl_list(struct ibv_send_wr *w, struct ibv_sge *g, struct rig *r,
+		     int n, uint32_t base, int prio_at)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		size_t off = (size_t)(base + i) * PTL_LEN;
+
+		memset(r->S + off, 0x41 + (int)(base + i), PTL_LEN);
+		memset(r->T + off, 0, PTL_LEN);
+		refused_wr(&w[i], &g[i], r, make_wrid(2, base + i),
+			   IBV_WR_RDMA_WRITE, off, PTL_LEN,
+			   i == prio_at ? SVERBS_PRIO(0) : 0);
+		w[i].next = i + 1 < n ? &w[i + 1] : NULL;
+	}
+}
+
+/*
+ * The n WRs of w completed once each, successfully, every byte in; those
+ * that state no priority in posting order (docs/semantics.md: across
+ * levels a WR may complete before an earlier one).
+ */
+static bool ptl_done(struct ibv_qp *qp, struct rig *r, struct ibv_send_wr *w,
+		     int n, uint32_t base)
+{
+	struct rcomp c[R_MAX];
+	int got = refused_poll(qp, r, c, n), last = -1, seen = 0, i, j;
+	bool ok = got == n;
+
+	for (i = 0; ok && i < n; i++) {
+		for (j = 0; j < n && w[j].wr_id != c[i].wr_id; j++)
+			;
+		ok = j < n && !(seen & 1 << j) &&
+		     c[i].status == IBV_WC_SUCCESS &&
+		     ((w[j].send_flags & SVERBS_PRIO_MASK) || j > last);
+		if (!ok)
+			break;
+		seen |= 1 << j;
+		if (!(w[j].send_flags & SVERBS_PRIO_MASK))
+			last = j;
+	}
+	for (i = 0; ok && i < n; i++) {
+		size_t off = (size_t)(base + i) * PTL_LEN;
+
+		ok = !memcmp(r->S + off, r->T + off, PTL_LEN);
+	}
+	if (!ok)
+		note("pt-list: %d completions for %d WRs; completion %d "
+		     "wrong, or WR %d's bytes",
+		     got, n, i, i);
+	return ok;
+}
+
+static int cmd_pt_list(void)
+{
+	const char *pt_env = getenv("SVERBS_PASSTHROUGH");
+	struct ibv_send_wr w[4], *bad;
+	struct ibv_sge g[4];
+	struct pair p;
+	struct rig r;
+	bool want_pt = false;
+	int ret, k;
+
+	phase = "pt-list";
+	rig_open(&r, 64 * PTL_LEN, false);
+	for (k = 0; k < 2; k++) {
+		/* k 0: the third WR states a priority; k 1: the first */
+		uint32_t base = 8 * (uint32_t)k;
+
+		p = rig_pair(&r);
+		detect_layer(p.s);
+		want_pt = layer_on && (!pt_env || (strcmp(pt_env, "off") &&
+						   strcmp(pt_env, "0")));
+		check(in_passthrough(p.s) == want_pt,
+		      "pt-list: a new QP is%s in pass-through",
+		      want_pt ? "" : " not");
+		ptl_list(w, g, &r, 4, base, k ? 0 : 2);
+		bad = NULL;
+		ret = ibv_post_send(p.s, w, &bad);
+		check(!ret && !bad,
+		      "pt-list: priority at WR %d of 4: posted (got %d)",
+		      k ? 0 : 2, ret);
+		if (layer_on)
+			check(!in_passthrough(p.s),
+			      "pt-list: priority at WR %d: the QP left "
+			      "pass-through",
+			      k ? 0 : 2);
+		check(ptl_done(p.s, &r, w, 4, base),
+		      "pt-list: priority at WR %d: four completions, the "
+		      "plain ones in order, every byte in",
+		      k ? 0 : 2);
+		ibv_destroy_qp(p.s);
+		ibv_destroy_qp(p.t);
+	}
+
+	p = rig_pair(&r);
+	ptl_list(w, g, &r, 3, 16, -1);
+	w[1].wr_id = SVERBS_WR_ID_RESERVED_MIN + 7;
+	bad = NULL;
+	ret = ibv_post_send(p.s, w, &bad);
+	if (layer_on) {
+		check(ret == EINVAL && bad == &w[1],
+		      "pt-list: a reserved wr_id at WR 1 of 3: EINVAL, bad_wr "
+		      "at it (got %d, bad_wr %s)",
+		      ret,
+		      !bad	     ? "NULL"
+		      : bad == &w[1] ? "WR 1"
+				     : "elsewhere");
+		check(in_passthrough(p.s) == want_pt,
+		      "pt-list: after the refused wr_id the QP is%s in "
+		      "pass-through",
+		      want_pt ? "" : " not");
+		check(ptl_done(p.s, &r, w, 1, 16),
+		      "pt-list: the WR before it alone completes");
+	} else {
+		check(!ret, "pt-list: stock takes a reserved wr_id (got %d)",
+		      ret);
+		check(ptl_done(p.s, &r, w, 3, 16),
+		      "pt-list: stock: three completions, the reserved "
+		      "wr_id's among them");
+	}
+	ibv_destroy_qp(p.s);
+	ibv_destroy_qp(p.t);
+	rig_close(&r);
+	return 0;
+}
+
 /* ============================================================ main */
 
 /* ------------------------------------------------------------ enomem */
@@ -3555,7 +3699,8 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: sverbs_e2e integrity|random|error-rkey|error-modify|"
-		"events|stats|refused|pt-leave|post-state|enomem [--seed N] "
+		"events|stats|refused|pt-leave|post-state|pt-list|enomem "
+		"[--seed N] "
 		"[--qps N] "
 		"[--wrs N] "
 		"[--iters N]\n"
@@ -3627,6 +3772,8 @@ int main(int argc, char **argv)
 		cmd_pt_leave();
 	else if (!strcmp(cmd, "post-state"))
 		cmd_post_state();
+	else if (!strcmp(cmd, "pt-list"))
+		cmd_pt_list();
 	else if (!strcmp(cmd, "enomem"))
 		cmd_enomem();
 	else
