@@ -2500,14 +2500,20 @@ static bool ptl_done(struct ibv_qp *qp, struct rig *r, struct ibv_send_wr *w,
 	int got = refused_poll(qp, r, c, n), last = -1, seen = 0, i, j;
 	bool ok = got == n;
 
+	if (!ok)
+		note("pt-list: %d completions for %d WRs", got, n);
 	for (i = 0; ok && i < n; i++) {
 		for (j = 0; j < n && w[j].wr_id != c[i].wr_id; j++)
 			;
 		ok = j < n && !(seen & 1 << j) &&
 		     c[i].status == IBV_WC_SUCCESS &&
 		     ((w[j].send_flags & SVERBS_PRIO_MASK) || j > last);
-		if (!ok)
+		if (!ok) {
+			note("pt-list: completion %d (wr_id %#" PRIx64
+			     ", %s) unknown, repeated, failed or out of order",
+			     i, c[i].wr_id, st(c[i].status));
 			break;
+		}
 		seen |= 1 << j;
 		if (!(w[j].send_flags & SVERBS_PRIO_MASK))
 			last = j;
@@ -2516,11 +2522,9 @@ static bool ptl_done(struct ibv_qp *qp, struct rig *r, struct ibv_send_wr *w,
 		size_t off = (size_t)(base + i) * PTL_LEN;
 
 		ok = !memcmp(r->S + off, r->T + off, PTL_LEN);
+		if (!ok)
+			note("pt-list: WR %d's bytes did not all arrive", i);
 	}
-	if (!ok)
-		note("pt-list: %d completions for %d WRs; completion %d "
-		     "wrong, or WR %d's bytes",
-		     got, n, i, i);
 	return ok;
 }
 
