@@ -2081,6 +2081,14 @@ static bool in_passthrough(struct ibv_qp *qp)
 	       (s.flags & SVERBS_QP_STATS_PASSTHROUGH);
 }
 
+/* With the layer on (layer_on): whether a new QP starts in pass-through. */
+static bool pt_expected(void)
+{
+	const char *env = getenv("SVERBS_PASSTHROUGH");
+
+	return layer_on && (!env || (strcmp(env, "off") && strcmp(env, "0")));
+}
+
 /*
  * Pass-through ends mid-stream: 24 WRs that state no priority (WRITEs and
  * READs of 200 B to 1 MiB, one in eight signaled) are still in flight when
@@ -2092,7 +2100,6 @@ static bool in_passthrough(struct ibv_qp *qp)
 static int cmd_pt_leave(void)
 {
 	static const uint32_t lens[] = { 1024, 64 * 1024, MiB, 200 };
-	const char *pt_env = getenv("SVERBS_PASSTHROUGH");
 	struct sig_expect x = { .qp = 0 };
 	struct eset e = { 0 };
 	bool want_pt, was_pt;
@@ -2111,8 +2118,7 @@ static int cmd_pt_leave(void)
 		ret = sverbs_query_qp_stats(p.s, &s);
 	}
 	layer_on = ret == 0;
-	want_pt = layer_on &&
-		  (!pt_env || (strcmp(pt_env, "off") && strcmp(pt_env, "0")));
+	want_pt = pt_expected();
 	note("layer %s, pass-through expected: %s", layer_on ? "on" : "off",
 	     want_pt ? "yes" : "no");
 	for (i = 0; i < 24; i++)
@@ -2530,7 +2536,6 @@ static bool ptl_done(struct ibv_qp *qp, struct rig *r, struct ibv_send_wr *w,
 
 static int cmd_pt_list(void)
 {
-	const char *pt_env = getenv("SVERBS_PASSTHROUGH");
 	struct ibv_send_wr w[4], *bad;
 	struct ibv_sge g[4];
 	struct pair p;
@@ -2546,8 +2551,7 @@ static int cmd_pt_list(void)
 
 		p = rig_pair(&r);
 		detect_layer(p.s);
-		want_pt = layer_on && (!pt_env || (strcmp(pt_env, "off") &&
-						   strcmp(pt_env, "0")));
+		want_pt = pt_expected();
 		check(in_passthrough(p.s) == want_pt,
 		      "pt-list: a new QP is%s in pass-through",
 		      want_pt ? "" : " not");
