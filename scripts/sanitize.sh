@@ -42,8 +42,9 @@
 # the guest with this file: "sched/admit.c:313: runtime error: null pointer
 # passed as argument 2"; the function name is matched whole).  The e2e
 # programs themselves recover from nothing.
-# The guest pass runs the randomized payload test too (random, 300 WRs, in
-# e2e-integrity's guest as in meson).
+# The guest pass runs what meson's suite e2e runs (its test list, read from
+# build-asan-guest), so it never lags a new subcommand or mode: the
+# randomized payload test too (random, 300 WRs, in e2e-integrity's guest).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
 cd "$ROOT"
@@ -115,17 +116,20 @@ if [ "$WHICH" = guest ]; then
 	# 300 s (killed); with 900 s every run of the pass passed (2026-11-25)
 	export SVERBS_VM_MEM=${SVERBS_VM_MEM:-3G} E2E_RUN_TIMEOUT=${E2E_RUN_TIMEOUT:-900}
 	e2e=build-asan-guest/tests/e2e
-	# the e2e tests of tests/e2e/meson.build, one guest each
-	for t in "integrity off,on,budget,slice4k random off,qslice,qbudget" \
-		"error-rkey off,on,budget,slice4k error-modify off,on,budget,slice4k" \
-		"events off,on,budget200" \
-		"stats on,queue,off refused off,on,queue pt-leave off,on,queue enomem off,on,queue,budget,slice4k post-state off,on,queue"; do
-		echo "sanitize: guest: $t"
+	# the tests of suite e2e (tests/e2e/meson.build), one guest each, as
+	# meson runs them: "<binary> <subcommand> <modes>..." per test, read
+	# from the build's own test list, run with this pass's binaries
+	tests=$(meson introspect build-asan-guest --tests | python3 -c '
+import json, os, sys
+for t in json.load(sys.stdin):
+    if any(s.endswith(":e2e") for s in t["suite"]):
+        print(os.path.basename(t["cmd"][1]), *t["cmd"][3:])')
+	[ -n "$tests" ] || { echo "sanitize: no e2e tests in build-asan-guest" >&2; exit 1; }
+	while read -r bin t; do
+		echo "sanitize: guest: $bin $t"
 		# shellcheck disable=SC2086
-		tests/e2e/run-e2e.sh "$e2e/sverbs_e2e" "$PREFIX" $t || rc=1
-	done
-	echo "sanitize: guest: resize off,on,queue,slice4k"
-	tests/e2e/run-e2e.sh "$e2e/resize_e2e" "$PREFIX" resize off,on,queue,slice4k || rc=1
+		tests/e2e/run-e2e.sh "$e2e/$bin" "$PREFIX" $t </dev/null || rc=1
+	done <<<"$tests"
 fi
 [ $rc = 0 ] && echo "sanitize: clean" || echo "sanitize: FAILED"
 exit $rc
