@@ -322,11 +322,17 @@ static void fk_nop_wr(struct ibv_qp *qp, struct ibv_send_wr *wr)
 	wr->opcode = FK_WR_NOP;
 }
 
-/* The provider's CQ lock is fk_lock's: nothing to wait for; counted. */
+/*
+ * The provider's CQ lock is fk_lock: taken and released, as a provider's
+ * cq_sync does (QPs of one CQ leave pass-through on several threads at
+ * once); counted under it.
+ */
 static void fk_cq_sync(struct ibv_cq *cq)
 {
 	(void)cq;
+	pthread_mutex_lock(&fk_lock);
 	fk->sync_calls++;
+	pthread_mutex_unlock(&fk_lock);
 	if (fk->sync_hook)
 		fk->sync_hook();
 }

@@ -7,9 +7,11 @@
  * each with and without a batching budget (then the timer thread rings
  * held WRs too), and with a budget in pass-through, no WR stating a
  * priority: QPs watched (sched/watch.c) leave pass-through while other
- * threads post to them stock.  Every signaled WR completes exactly once, with
- * success. The fake adapter serializes its "hardware" with a mutex, as a real
- * provider does with its SQ and CQ locks.
+ * threads post to them stock; and QPs of one CQ that all leave
+ * pass-through at once (the adapter's cq_sync on several threads).  Every
+ * signaled WR completes exactly once, with success.  The fake adapter
+ * serializes its "hardware" with a mutex, as a real provider does with its
+ * SQ and CQ locks.
  */
 #include <CUnit/Basic.h>
 #include <errno.h>
@@ -33,7 +35,9 @@ static int nqp;
 static atomic_int count[POSTERS][PER];
 static atomic_int delivered, bad_status, unknown;
 static atomic_bool posters_done;
-static bool marks; /* posters state priorities on half their WRs */
+static bool marks;    /* posters state priorities on half their WRs */
+static bool together; /* pass-through QPs of one CQ leave it at once */
+static pthread_barrier_t start;
 
 struct poster {
 	int t;
@@ -46,6 +50,8 @@ static void *poster(void *arg)
 	unsigned int seed = 77u + (unsigned int)p->t;
 	int i;
 
+	if (together)
+		pthread_barrier_wait(&start);
 	for (i = 0; i < PER;) {
 		struct ibv_sge sge = { .addr = 0x10000000ull + (uint64_t)i * 64,
 				       .length = rand_r(&seed) % 3
@@ -62,6 +68,8 @@ static void *poster(void *arg)
 		wr.send_flags = IBV_SEND_SIGNALED;
 		if (rand_r(&seed) % 2 && marks)
 			wr.send_flags |= SVERBS_PRIO(rand_r(&seed) % 8);
+		if (together && !i) /* each QP's first WR ends pass-through */
+			wr.send_flags |= SVERBS_PRIO(1);
 		wr.wr.rdma.remote_addr = 0x20000000ull;
 		wr.wr.rdma.rkey = 9;
 		ret = sverbs_post_send(p->q, &wr, &bad);
@@ -143,6 +151,8 @@ static void run(bool shared_qp, uint32_t budget_us, bool watched)
 	atomic_store(&unknown, 0);
 	atomic_store(&posters_done, false);
 	pthread_create(&pt, NULL, poller, &total);
+	if (together)
+		pthread_barrier_init(&start, NULL, POSTERS);
 	for (i = 0; i < POSTERS; i++) {
 		p[i].t = i;
 		p[i].q = sqp[shared_qp ? 0 : i];
@@ -152,6 +162,8 @@ static void run(bool shared_qp, uint32_t budget_us, bool watched)
 		pthread_join(th[i], NULL);
 	atomic_store(&posters_done, true);
 	pthread_join(pt, NULL);
+	if (together)
+		pthread_barrier_destroy(&start);
 	CU_ASSERT_EQUAL(atomic_load(&delivered), total);
 	CU_ASSERT_EQUAL(atomic_load(&bad_status), 0);
 	CU_ASSERT_EQUAL(atomic_load(&unknown), 0);
@@ -174,8 +186,10 @@ static void run(bool shared_qp, uint32_t budget_us, bool watched)
 	 */
 	for (i = 0, j = 0; i < nqp && watched; i++)
 		j += atomic_load(&sqp[i]->fast.pt) == SVERBS_PT_OFF;
-	if (watched)
+	if (watched && !together)
 		CU_ASSERT(j > 0);
+	if (together)
+		CU_ASSERT_EQUAL(j, nqp);
 	for (i = 0; i < nqp; i++) {
 		sverbs_qp_destroy_pre(sqp[i]);
 		sverbs_qp_destroy_post(sqp[i], 0);
@@ -214,6 +228,21 @@ static void test_qps_one_cq_watched(void)
 	run(false, 100, true);
 }
 
+/*
+ * Every QP of one CQ states its first priority at once, so they leave
+ * pass-through together: sv_cq_layered() and the adapter's cq_sync on
+ * several threads, no lock in common but the provider's CQ lock.
+ */
+static void test_qps_one_cq_leave_together(void)
+{
+	int round;
+
+	together = true;
+	for (round = 0; round < 3; round++) /* TSan: a race shows most times */
+		run(false, 0, true);
+	together = false;
+}
+
 int main(void)
 {
 	unsigned int fails;
@@ -228,6 +257,8 @@ int main(void)
 	CU_add_test(s, "posters_qps_one_cq_budget", test_qps_one_cq_budget);
 	CU_add_test(s, "posters_one_qp_watched", test_one_qp_watched);
 	CU_add_test(s, "posters_qps_one_cq_watched", test_qps_one_cq_watched);
+	CU_add_test(s, "posters_qps_one_cq_leave_together",
+		    test_qps_one_cq_leave_together);
 	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_basic_run_tests();
 	fails = CU_get_number_of_failures();
