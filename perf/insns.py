@@ -2,7 +2,8 @@
 """insns.py NAME RUNS.jsonl [--meta META.json] [--outdir DIR] [--fndir DIR]:
 the table of perf/run-insns.sh (instructions per WR, callgrind) as
 DIR/NAME.{json,md,png}; with --fndir (build/perf-insns), where the layer's
-instructions go per function group (mlx5 lat, from the .self files)."""
+instructions go per function group (mlx5 lat, from the .self files) and
+its post call against its poll call (from the .fn files)."""
 import argparse
 import json
 import os
@@ -190,6 +191,43 @@ def breakdown(fndir):
         row.append(f"{v:+.0f}")
     lines.append("| everything else (the caller, mlx5's own, the timer) | " + " | ".join(row) + " |")
     lines.append("| **total over stock** | " + " | ".join(f"**{totals[m]:+.0f}**" for m in cols) + " |")
+    return lines + sides(fndir, n, list(cols))
+
+
+def side_costs(path, wrs):
+    """Inclusive instructions per WR of the test's post and poll calls
+    (insn_post, insn_poll) from a callgrind_annotate --inclusive=yes
+    listing of the 2N run."""
+    out = {}
+    for l in open(path):
+        m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+\S+:(insn_post|insn_poll)[.\w]*\s", l)
+        if m and m.group(2) not in out:
+            out[m.group(2)] = int(m.group(1).replace(",", "")) / (2 * wrs)
+    return out
+
+
+def sides(fndir, n, modes):
+    """The post side and the poll side of the lone WR, inclusive, per mode."""
+    base = os.path.join(fndir, "mlx5-lat-stock.fn")
+    if not os.path.exists(base):
+        return []
+    st = side_costs(base, n)
+    cols = {}
+    for m in modes:
+        f = os.path.join(fndir, f"mlx5-lat-{m}.fn")
+        if os.path.exists(f):
+            cols[m] = side_costs(f, n)
+    if len(st) != 2:
+        return []
+    lines = ["", "## Post side and poll side (mlx5, lone 64 B WRITE)", "",
+             "Inclusive instructions per WR of the post call and the poll call "
+             "(Δ over stock).", "",
+             "| side | stock | " + " | ".join(MODES[m] for m in cols) + " |",
+             "|---|---:|" + "---:|" * len(cols)]
+    for side, name in (("insn_post", "post"), ("insn_poll", "poll")):
+        row = [f"{c[side]:.0f} ({c[side] - st[side]:+.0f})" if side in c else "–"
+               for c in cols.values()]
+        lines.append(f"| {name} | {st[side]:.0f} | " + " | ".join(row) + " |")
     return lines
 
 
