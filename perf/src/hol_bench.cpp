@@ -16,14 +16,20 @@
 //
 // "cpu": the machine's CPU time (/proc/stat) and the process's own
 // (getrusage) over the measured window, by kind: on rxe most of what a
-// stream costs is the kernel's, in system calls and softirq.
+// stream costs is the kernel's, in system calls and softirq.  With
+// --stream-thread also each thread's CPU time (its thread CPU clock: user
+// and system as the kernel charges them to it): which thread the stream's
+// protocol work runs on (perf/run-threads.sh).
 //
 // Output: one JSON line on stdout, one human line on stderr.  Any completion
 // with an error status aborts (exit 1) naming the status.
 #include <fmt/format.h>
+#include <pthread.h>
+#include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -79,7 +85,17 @@ struct Result {
     // the warm-up to the end of posting (cpu_s: that interval's length)
     CpuTimes cpu0, cpu1;
     double cpu_s = 0;
+    // --stream-thread: each thread's CPU over the same window
+    double poll_thread_s = 0, stream_thread_s = 0;
 };
+
+// A thread's CPU time so far, in seconds (its clock from pthread_getcpuclockid()).
+static double thread_cpu_s(clockid_t clock) {
+    timespec ts{};
+    if (clock_gettime(clock, &ts) != 0)
+        throw Error(fmt::format("clock_gettime(thread CPU clock): {}", std::strerror(errno)));
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 class HolBench {
   public:
@@ -220,6 +236,13 @@ class HolBench {
         // its post failed: finish() rethrows why (the poll loop asks each
         // turn, so the error is the post's, not a stall it leads to)
         bool failed() const { return failed_.load(); }
+        // its CPU time so far (s); the thread runs until finish()
+        double cpu_s() {
+            clockid_t c;
+            if (int rc = pthread_getcpuclockid(t_.native_handle(), &c); rc != 0)
+                throw Error(fmt::format("pthread_getcpuclockid: {}", std::strerror(rc)));
+            return thread_cpu_s(c);
+        }
         void finish() {
             if (!t_.joinable()) return;
             stop_ = true;
@@ -304,6 +327,10 @@ Result HolBench::run() {
         if (!t_cpu0 && now >= t_warm) {
             r.cpu0 = cpu_times();
             t_cpu0 = now;
+            if (streamer) {
+                r.poll_thread_s = -thread_cpu_s(CLOCK_THREAD_CPUTIME_ID);
+                r.stream_thread_s = -streamer->cpu_s();
+            }
         }
         if (!t_end) {
             bool done = o_.count ? measured_posted >= o_.count : now >= t_stop;
@@ -311,6 +338,10 @@ Result HolBench::run() {
                 t_end = now;
                 r.cpu1 = cpu_times();
                 r.cpu_s = t_cpu0 ? s_between(*t_cpu0, now) : 0;
+                if (streamer && t_cpu0) {
+                    r.poll_thread_s += thread_cpu_s(CLOCK_THREAD_CPUTIME_ID);
+                    r.stream_thread_s += streamer->cpu_s();
+                }
             } else if (now >= next_small) {
                 const TimePoint slot = next_small;
                 double lag = us_between(slot, now);
@@ -438,6 +469,10 @@ int run_main(const Options& o) {
          r.window_s > 0 ? std::round(r.large_post_total_s / r.window_s * 1000) / 1000 : 0.0}};
     j["cpu"] = cpu_json(r.cpu0, r.cpu1);
     j["cpu"]["interval_s"] = std::round(r.cpu_s * 1000.0) / 1000.0;
+    if (o.stream_thread && !o.baseline) {
+        j["cpu"]["poll_thread_s"] = std::round(r.poll_thread_s * 1000.0) / 1000.0;
+        j["cpu"]["stream_thread_s"] = std::round(r.stream_thread_s * 1000.0) / 1000.0;
+    }
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
 
