@@ -29,7 +29,6 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -85,16 +84,22 @@ struct Result {
     // the warm-up to the end of posting (cpu_s: that interval's length)
     CpuTimes cpu0, cpu1;
     double cpu_s = 0;
-    // --stream-thread: each thread's CPU over the same window
-    double poll_thread_s = 0, stream_thread_s = 0;
+    // --stream-thread: each thread's CPU over the same window (none when
+    // a clock could not be read: the stream thread had ended on an error)
+    std::optional<double> poll_thread_s, stream_thread_s;
 };
 
-// A thread's CPU time so far, in seconds (its clock from pthread_getcpuclockid()).
-static double thread_cpu_s(clockid_t clock) {
+// A thread's CPU time so far, in seconds (its CPU clock); none if unreadable.
+static std::optional<double> thread_cpu_s(clockid_t clock) {
     timespec ts{};
-    if (clock_gettime(clock, &ts) != 0)
-        throw Error(fmt::format("clock_gettime(thread CPU clock): {}", std::strerror(errno)));
+    if (clock_gettime(clock, &ts) != 0) return std::nullopt;
     return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// b - a, when both were read.
+static std::optional<double> minus(std::optional<double> b, std::optional<double> a) {
+    if (!a || !b) return std::nullopt;
+    return *b - *a;
 }
 
 class HolBench {
@@ -236,11 +241,11 @@ class HolBench {
         // its post failed: finish() rethrows why (the poll loop asks each
         // turn, so the error is the post's, not a stall it leads to)
         bool failed() const { return failed_.load(); }
-        // its CPU time so far (s); the thread runs until finish()
-        double cpu_s() {
+        // its CPU time so far (s); none once it has ended (its error is
+        // finish()'s to report)
+        std::optional<double> cpu_s() {
             clockid_t c;
-            if (int rc = pthread_getcpuclockid(t_.native_handle(), &c); rc != 0)
-                throw Error(fmt::format("pthread_getcpuclockid: {}", std::strerror(rc)));
+            if (pthread_getcpuclockid(t_.native_handle(), &c) != 0) return std::nullopt;
             return thread_cpu_s(c);
         }
         void finish() {
@@ -328,8 +333,8 @@ Result HolBench::run() {
             r.cpu0 = cpu_times();
             t_cpu0 = now;
             if (streamer) {
-                r.poll_thread_s = -thread_cpu_s(CLOCK_THREAD_CPUTIME_ID);
-                r.stream_thread_s = -streamer->cpu_s();
+                r.poll_thread_s = thread_cpu_s(CLOCK_THREAD_CPUTIME_ID);
+                r.stream_thread_s = streamer->cpu_s();
             }
         }
         if (!t_end) {
@@ -339,8 +344,8 @@ Result HolBench::run() {
                 r.cpu1 = cpu_times();
                 r.cpu_s = t_cpu0 ? s_between(*t_cpu0, now) : 0;
                 if (streamer && t_cpu0) {
-                    r.poll_thread_s += thread_cpu_s(CLOCK_THREAD_CPUTIME_ID);
-                    r.stream_thread_s += streamer->cpu_s();
+                    r.poll_thread_s = minus(thread_cpu_s(CLOCK_THREAD_CPUTIME_ID), r.poll_thread_s);
+                    r.stream_thread_s = minus(streamer->cpu_s(), r.stream_thread_s);
                 }
             } else if (now >= next_small) {
                 const TimePoint slot = next_small;
@@ -469,9 +474,9 @@ int run_main(const Options& o) {
          r.window_s > 0 ? std::round(r.large_post_total_s / r.window_s * 1000) / 1000 : 0.0}};
     j["cpu"] = cpu_json(r.cpu0, r.cpu1);
     j["cpu"]["interval_s"] = std::round(r.cpu_s * 1000.0) / 1000.0;
-    if (o.stream_thread && !o.baseline) {
-        j["cpu"]["poll_thread_s"] = std::round(r.poll_thread_s * 1000.0) / 1000.0;
-        j["cpu"]["stream_thread_s"] = std::round(r.stream_thread_s * 1000.0) / 1000.0;
+    if (r.poll_thread_s && r.stream_thread_s) {
+        j["cpu"]["poll_thread_s"] = std::round(*r.poll_thread_s * 1000.0) / 1000.0;
+        j["cpu"]["stream_thread_s"] = std::round(*r.stream_thread_s * 1000.0) / 1000.0;
     }
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
