@@ -31,6 +31,20 @@ std::string lower(std::string_view v) {
     return o;
 }
 
+// A field name is a token (RFC 9110 5.1, 5.6.2): no whitespace, in particular none before
+// the colon (RFC 9112 5.1), which http-parser lets through into the name.
+bool token(std::string_view v) {
+    if (v.empty()) return false;
+    for (unsigned char ch : v) {
+        bool ok = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
+                  (ch >= 'A' && ch <= 'Z') ||
+                  std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(ch)) !=
+                      std::string_view::npos;
+        if (!ok) return false;
+    }
+    return true;
+}
+
 std::string_view trim(std::string_view v) {
     while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
     while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
@@ -136,8 +150,12 @@ bool HttpParser::count_header_bytes(size_t n) {
     return true;
 }
 
-void HttpParser::commit_header() {
-    if (field_.empty()) return;
+bool HttpParser::commit_header() {
+    if (field_.empty()) return true;
+    if (!token(field_)) {
+        error_status_ = mode_ == Mode::Request ? 400 : 502;
+        return false;
+    }
     if (ieq(field_, "expect")) {
         if (ieq(value_, "100-continue")) expect_continue_ = true;
     } else if (ieq(field_, "connection")) {
@@ -159,6 +177,7 @@ void HttpParser::commit_header() {
     field_.clear();
     value_.clear();
     in_value_ = false;
+    return true;
 }
 
 int HttpParser::cb_begin(http_parser* p) {
@@ -169,6 +188,10 @@ int HttpParser::cb_begin(http_parser* p) {
 int HttpParser::cb_url(http_parser* p, const char* at, size_t n) {
     auto* s = self(p);
     if (!s->count_header_bytes(n)) return -1;
+    if (s->url.size() + n > kMaxUrlBytes) {
+        s->error_status_ = 414;
+        return -1;
+    }
     s->url.append(at, n);
     return 0;
 }
@@ -180,7 +203,8 @@ int HttpParser::cb_status(http_parser* p, const char*, size_t n) {
 int HttpParser::cb_field(http_parser* p, const char* at, size_t n) {
     auto* s = self(p);
     if (!s->count_header_bytes(n + 4)) return -1;
-    if (s->in_value_) s->commit_header();
+    if (s->headers_done_) return 0;  // a chunked message's trailer: dropped, not a header
+    if (s->in_value_ && !s->commit_header()) return -1;
     s->field_.append(at, n);
     return 0;
 }
@@ -188,6 +212,7 @@ int HttpParser::cb_field(http_parser* p, const char* at, size_t n) {
 int HttpParser::cb_value(http_parser* p, const char* at, size_t n) {
     auto* s = self(p);
     if (!s->count_header_bytes(n)) return -1;
+    if (s->headers_done_) return 0;
     s->value_.append(at, n);
     s->in_value_ = true;
     return 0;
@@ -195,7 +220,7 @@ int HttpParser::cb_value(http_parser* p, const char* at, size_t n) {
 
 int HttpParser::cb_headers_complete(http_parser* p) {
     auto* s = self(p);
-    s->commit_header();
+    if (!s->commit_header()) return -1;
     s->headers_done_ = true;
     if (!s->conn_tokens_.empty()) {
         std::string kept;
@@ -210,6 +235,12 @@ int HttpParser::cb_headers_complete(http_parser* p) {
         s->headers.swap(kept);
     }
     if (s->mode_ == Mode::Request) {
+        if (p->method == HTTP_CONNECT) {
+            // A tunnel is not served; http-parser would end the message here and read what
+            // follows (a body) as the next request.
+            s->error_status_ = 501;
+            return -1;
+        }
         s->method = http_method_str(static_cast<http_method>(p->method));
     } else {
         s->status = p->status_code;

@@ -11,6 +11,10 @@
 
 namespace sv {
 
+// The longest request target carried: the channel frame's URL length is 16 bits
+// (frame.hpp); a longer one is answered 414, never cut.
+constexpr size_t kMaxUrlBytes = 65535;
+
 struct HttpLimits {
     size_t max_header_bytes = 8192;  // request line / status line + all headers
     uint64_t max_body_bytes = 1u << 20;
@@ -73,7 +77,7 @@ class HttpParser {
     static int cb_body(http_parser*, const char*, size_t);
     static int cb_complete(http_parser*);
     bool count_header_bytes(size_t n);
-    void commit_header();
+    bool commit_header();
     Progress result(size_t n);
 
     Mode mode_;

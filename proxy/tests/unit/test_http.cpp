@@ -179,6 +179,72 @@ void test_http10_and_head_answers() {
                                    "Content-Length: 9\r\nConnection: close\r\n\r\n"));
 }
 
+// Whitespace between a field name and its colon is refused (RFC 9112 5.1): a name like
+// "Transfer-Encoding " would pass the hop-by-hop filter and reach the service, which may
+// read the body as chunks and find a second, smuggled request in it.
+void test_field_name_whitespace() {
+    const char* bad[] = {
+        "POST /f HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n5\r\nabcde\r\n0\r\n\r\n",
+        "POST /f HTTP/1.1\r\nHost: a\r\nContent-Length : 3\r\n\r\nabc",
+        "GET /f HTTP/1.1\r\nHost: a\r\nConnection\t: close\r\n\r\n",
+        "GET /f HTTP/1.1\r\nX Y: z\r\n\r\n",
+    };
+    for (auto* b : bad) {
+        HttpParser p(HttpParser::Mode::Request, HttpLimits{4096, 100});
+        auto r = p.feed(b);
+        CU_ASSERT(r.state == S::Error);
+        CU_ASSERT_EQUAL(r.status, 400);
+    }
+    HttpParser q(HttpParser::Mode::Response, HttpLimits{4096, 100});
+    auto r = q.feed("HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\nok");
+    CU_ASSERT(r.state == S::Error);
+    CU_ASSERT_EQUAL(r.status, 502);
+}
+
+// A chunked message's trailer fields are not headers: none is forwarded as one, and the
+// headers before the body are kept whole.
+void test_trailers_not_headers() {
+    for (auto mode : {HttpParser::Mode::Request, HttpParser::Mode::Response}) {
+        HttpParser p(mode, HttpLimits{4096, 100});
+        std::string head = mode == HttpParser::Mode::Request ? "POST /f HTTP/1.1\r\nHost: a\r\n"
+                                                             : "HTTP/1.1 200 OK\r\nX-A: b\r\n";
+        auto r = p.feed(head +
+                        "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n"
+                        "X-Trailer-Host: evil\r\nX-Last: 1\r\n\r\n");
+        CU_ASSERT_FATAL(r.state == S::Complete);
+        CU_ASSERT_EQUAL(p.body, std::string("abc"));
+        CU_ASSERT_EQUAL(p.headers, std::string(mode == HttpParser::Mode::Request ? "Host: a\r\n"
+                                                                                 : "X-A: b\r\n"));
+    }
+}
+
+// CONNECT is not served: http-parser ends the message at its headers (a tunnel follows), so
+// a body would be read as a second request.  One answer (501), nothing after it parsed.
+void test_connect_refused() {
+    HttpParser p(HttpParser::Mode::Request, HttpLimits{4096, 100});
+    std::string in =
+        "CONNECT /f/x HTTP/1.1\r\nHost: a\r\nContent-Length: 18\r\n\r\nGET /f/admin "
+        "HTTP/1.1\r\n\r\n";
+    auto r = p.feed(in);
+    CU_ASSERT(r.state == S::Error);
+    CU_ASSERT_EQUAL(r.status, 501);
+}
+
+// A URL the channel's frame cannot carry whole (its length field is 16 bits) is refused with
+// 414, never cut.
+void test_url_too_long() {
+    HttpParser p(HttpParser::Mode::Request, HttpLimits{1u << 20, 100});
+    std::string url = "/f?" + std::string(65535, 'a');
+    auto r = p.feed("GET " + url + " HTTP/1.1\r\nHost: a\r\n\r\n");
+    CU_ASSERT(r.state == S::Error);
+    CU_ASSERT_EQUAL(r.status, 414);
+    HttpParser q(HttpParser::Mode::Request, HttpLimits{1u << 20, 100});
+    url.resize(65535);
+    r = q.feed("GET " + url + " HTTP/1.1\r\nHost: a\r\n\r\n");
+    CU_ASSERT_FATAL(r.state == S::Complete);  // exactly at the limit is fine
+    CU_ASSERT_EQUAL(q.url.size(), 65535u);
+}
+
 }  // namespace
 
 int main() {
@@ -190,6 +256,10 @@ int main() {
         {"expect-continue and close", test_expect_and_close},
         {"responses", test_responses},
         {"HTTP/1.0 keep-alive, HEAD lengths", test_http10_and_head_answers},
+        {"whitespace before a field's colon", test_field_name_whitespace},
+        {"trailers are not headers", test_trailers_not_headers},
+        {"CONNECT refused", test_connect_refused},
+        {"URL longer than a frame carries", test_url_too_long},
     };
     return run_cunit_suite("http", tests);
 }
