@@ -666,13 +666,19 @@ static void translate(struct sverbs_cq *scq, const struct ibv_wc *raw,
 		return;
 	}
 	sv_qp_complete(sqp, raw, e);
-	/* the end of the poll pumps it, if anything waits to go */
+	/*
+	 * The end of the poll pumps it, if anything waits to go.  Past the
+	 * list's room it is pumped now, and not marked: a later CQE of it in
+	 * this poll may open what this pump found closed (a fence, the
+	 * window), and pumps it again.
+	 */
 	if ((sqp->queued || sqp->held) && sqp->poll_gen != scq->poll_gen) {
-		sqp->poll_gen = scq->poll_gen;
-		if (t->n < SV_POLL_BATCH)
+		if (t->n < SV_POLL_BATCH) {
+			sqp->poll_gen = scq->poll_gen;
 			t->qp[t->n++] = sqp;
-		else
+		} else {
 			sv_qp_pump(sqp, SV_PUMP_POLL);
+		}
 	}
 	pthread_spin_unlock(&sqp->lock);
 }

@@ -354,13 +354,9 @@ const struct sverbs_adapter fk_adapter = {
 
 void fk_init(int cq_cqe)
 {
-	int i;
-
 	fk = calloc(1, sizeof(*fk));
 	fk->cqx.context = &fk->ctx;
 	fk->cqx.cqe = cq_cqe;
-	for (i = 0; i < FK_QPS; i++)
-		fk->sq[i].w = calloc(FK_HIST, sizeof(struct fk_wqe));
 }
 
 void fk_fini(void)
@@ -376,6 +372,10 @@ void fk_fini(void)
 struct ibv_qp *fk_qp(int i, enum ibv_qp_type type, int depth, bool sig_all)
 {
 	struct ibv_qp *qp = &fk->qp[i];
+
+	/* the WQE history of a QP index, when it is first used */
+	if (!fk->sq[i].w)
+		fk->sq[i].w = calloc(FK_HIST, sizeof(struct fk_wqe));
 
 	qp->context = &fk->ctx;
 	qp->qp_num = 0x100 + (uint32_t)i;

@@ -16,7 +16,8 @@
 #include "cq_int.h"
 #include "qp_int.h"
 
-#define FK_QPS	8
+/* more than a poll's touched list (SV_POLL_BATCH, 32) holds */
+#define FK_QPS	40
 #define FK_HIST 8192
 #define FK_CQ	8192
 #define FK_SGE	8

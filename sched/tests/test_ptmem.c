@@ -22,6 +22,9 @@
 
 #define NQP 1000 /* pass-through QPs of the memory test */
 
+/* the QPs of the tests sized for eight (the fake has more slots) */
+#define PT_QPS 8
+
 static struct sverbs_config cfg;
 static struct sverbs_cq *scq;
 
@@ -95,7 +98,7 @@ static int poll_all(struct ibv_wc *wc, int max)
  */
 static void test_pt_no_resize(void)
 {
-	struct sverbs_qp *q[FK_QPS];
+	struct sverbs_qp *q[PT_QPS];
 	struct ibv_send_wr *bad;
 	struct ibv_wc wc[16];
 	unsigned int seen = 0;
@@ -103,14 +106,14 @@ static void test_pt_no_resize(void)
 
 	pt_cfg(4);
 	setup(64);
-	for (i = 0; i < FK_QPS; i++) {
+	for (i = 0; i < PT_QPS; i++) {
 		q[i] = mkqp(fk_qp(i, IBV_QPT_RC, 16, false), 16);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(q[i]);
 	}
 	CU_ASSERT_EQUAL(fk->resize_calls, 0);
 	CU_ASSERT_EQUAL(scq->nqp, 0);
 	CU_ASSERT_EQUAL(scq->wr_capacity, 0);
-	for (i = 0; i < FK_QPS; i++)
+	for (i = 0; i < PT_QPS; i++)
 		CU_ASSERT_EQUAL(post1(q[i], 10 + i, 0, &bad), 0);
 	CU_ASSERT_EQUAL(fk->resize_calls, 0);
 	/* three QPs leave pass-through */
@@ -121,18 +124,18 @@ static void test_pt_no_resize(void)
 	CU_ASSERT(fk->resize_calls <= 2);
 	/* (the layer's WQEs may wait for pass-through's: two rounds) */
 	for (n = 0, r = 0; r < 2; r++) {
-		for (i = 0; i < FK_QPS; i++)
+		for (i = 0; i < PT_QPS; i++)
 			fk_complete(i, -1);
 		n += poll_all(wc + n, 16 - n);
 	}
-	CU_ASSERT_EQUAL(n, FK_QPS + 3);
+	CU_ASSERT_EQUAL(n, PT_QPS + 3);
 	for (i = 0; i < n; i++) {
 		CU_ASSERT(wc[i].wr_id >= 10 && wc[i].wr_id < 23);
 		CU_ASSERT_EQUAL(wc[i].status, IBV_WC_SUCCESS);
 		seen |= 1u << (wc[i].wr_id - 10);
 	}
 	CU_ASSERT_EQUAL(seen, 0xffu | 0x7u << 10);
-	for (i = 0; i < FK_QPS; i++)
+	for (i = 0; i < PT_QPS; i++)
 		destroy(q[i]);
 	CU_ASSERT_EQUAL(scq->nqp, 0);
 	CU_ASSERT_EQUAL(sv_cq_nlayered(scq), 0);
@@ -143,27 +146,27 @@ static void test_pt_no_resize(void)
 /* A CQ the provider polls without a lock is never resized, even later. */
 static void test_pt_lockless_no_resize(void)
 {
-	struct sverbs_qp *q[FK_QPS];
+	struct sverbs_qp *q[PT_QPS];
 	struct ibv_send_wr *bad;
 	int i;
 
 	pt_cfg(4);
 	setup(64);
 	fk->cq_lockless = true;
-	for (i = 0; i < FK_QPS; i++) {
+	for (i = 0; i < PT_QPS; i++) {
 		q[i] = mkqp(fk_qp(i, IBV_QPT_RC, 16, false), 16);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(q[i]);
 	}
 	/* headroom 4 (a reserved CQE each, one shared): three QPs leave
 	 * pass-through, the others stay there, stock */
-	for (i = 0; i < FK_QPS; i++)
+	for (i = 0; i < PT_QPS; i++)
 		CU_ASSERT_EQUAL(post1(q[i], 10 + i, SVERBS_PRIO(2), &bad), 0);
 	CU_ASSERT_EQUAL(fk->resize_calls, 0);
 	CU_ASSERT_EQUAL(scq->nqp, 3);
-	for (i = 0; i < FK_QPS; i++)
+	for (i = 0; i < PT_QPS; i++)
 		CU_ASSERT_EQUAL(atomic_load(&q[i]->fast.pt), i >= 3);
 	CU_ASSERT_TRUE(atomic_load(&q[3]->fast.stock));
-	for (i = 0; i < FK_QPS; i++)
+	for (i = 0; i < PT_QPS; i++)
 		destroy(q[i]);
 	sverbs_cq_destroy(scq);
 	fk_fini();
@@ -303,24 +306,24 @@ static void test_pt_leave_in_ex_poll(void)
  */
 static void test_cq_growth_linear(void)
 {
-	struct sverbs_qp *q[FK_QPS];
+	struct sverbs_qp *q[PT_QPS];
 	struct ibv_send_wr *bad;
 	int i;
 
 	pt_cfg(4);
 	setup(60);
 	fk->resize_round = true;
-	for (i = 0; i < FK_QPS; i++) {
+	for (i = 0; i < PT_QPS; i++) {
 		q[i] = mkqp(fk_qp(i, IBV_QPT_RC, 16, false), 16);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(q[i]);
 		CU_ASSERT_EQUAL(post1(q[i], 10 + i, SVERBS_PRIO(2), &bad), 0);
 	}
-	CU_ASSERT_EQUAL(scq->nqp, FK_QPS);
+	CU_ASSERT_EQUAL(scq->nqp, PT_QPS);
 	/* 60 asked + 8 x 4 of headroom: 92, rounded up to 127 */
 	printf("\n    CQ of 60 + headroom 4, %d QPs registered: %d CQEs ",
-	       FK_QPS, fk_cq()->cqe);
+	       PT_QPS, fk_cq()->cqe);
 	CU_ASSERT(fk_cq()->cqe <= 127);
-	for (i = 0; i < FK_QPS; i++)
+	for (i = 0; i < PT_QPS; i++)
 		destroy(q[i]);
 	sverbs_cq_destroy(scq);
 	fk_fini();

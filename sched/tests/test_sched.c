@@ -1118,6 +1118,57 @@ static void test_fence(void)
 	teardown();
 }
 
+/*
+ * One poll takes the completions of more QPs with queued work than its
+ * touched list holds (32): a QP past the list is pumped at its own CQE.
+ * QP 32's first CQE comes when the list is full, and its fenced WR cannot
+ * go yet (its second SEND is in flight); its second CQE, in the same poll,
+ * must pump it again, or the fenced WR waits for a post that never comes.
+ */
+static void test_touched_overflow(void)
+{
+	struct ibv_wc wc[128];
+	int count[4 * FK_QPS] = { 0 };
+	int i, n, nq = 33;
+
+	CU_ASSERT_FATAL(nq <= FK_QPS);
+	cfg_default();
+	setup(128);
+	for (i = 0; i < nq; i++)
+		CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(i, 16, false));
+	for (i = 0; i < nq - 1; i++) {
+		post(sqp[i], 4 * i, IBV_WR_SEND, 100, IBV_SEND_SIGNALED);
+		post(sqp[i], 4 * i + 1, IBV_WR_SEND, 100,
+		     IBV_SEND_SIGNALED | IBV_SEND_FENCE);
+	}
+	post(sqp[i], 4 * i, IBV_WR_SEND, 100, IBV_SEND_SIGNALED);
+	post(sqp[i], 4 * i + 2, IBV_WR_SEND, 100, IBV_SEND_SIGNALED);
+	post(sqp[i], 4 * i + 1, IBV_WR_SEND, 100,
+	     IBV_SEND_SIGNALED | IBV_SEND_FENCE);
+	for (i = 0; i < nq; i++) {
+		CU_ASSERT_EQUAL(sqp[i]->queued, 1);
+		fk_complete(i, -1);
+	}
+	n = sverbs_poll_cq(scq, 64, wc);
+	CU_ASSERT_EQUAL(n, nq + 1);
+	/* every fenced WR went to the provider: its WQEs before it are done */
+	for (i = 0; i < nq; i++) {
+		CU_ASSERT_EQUAL(sqp[i]->queued, 0);
+		CU_ASSERT_EQUAL(fk->sq[i].posted, i == nq - 1 ? 3 : 2);
+	}
+	for (i = 0; i < nq; i++)
+		fk_complete(i, -1);
+	n += poll_all(wc + n, 128 - n);
+	CU_ASSERT_EQUAL(n, 2 * nq + 1);
+	count_ids(wc, n, count, 4 * FK_QPS);
+	for (i = 0; i < nq; i++) {
+		CU_ASSERT_EQUAL(count[4 * i], 1);
+		CU_ASSERT_EQUAL(count[4 * i + 1], 1);
+		CU_ASSERT_EQUAL(count[4 * i + 2], i == nq - 1);
+	}
+	teardown();
+}
+
 /* ------------------------------------------------------------ headroom */
 
 /*
@@ -3689,6 +3740,7 @@ int main(void)
 		{ "modify to RESET", test_modify_reset },
 		{ "destroy with queued WRs", test_destroy_with_queued },
 		{ "fence", test_fence },
+		{ "touched list overflow", test_touched_overflow },
 		{ "headroom shared", test_headroom_shared },
 		{ "headroom resize", test_headroom_resize },
 		{ "headroom refuse", test_headroom_refuse },
