@@ -168,14 +168,46 @@ void sv_hr_give(struct sverbs_cq *scq, unsigned int n)
 	atomic_fetch_sub(&scq->hr_used, n);
 }
 
+#ifdef SV_TEST_HOOKS
+/* the unit tests': what another thread does between a take and a wait */
+void (*sv_test_hr_gap)(struct sverbs_cq *scq);
+#define HR_GAP(scq)                          \
+	do {                                 \
+		if (sv_test_hr_gap)          \
+			sv_test_hr_gap(scq); \
+	} while (0)
+#else
+#define HR_GAP(scq) ((void)(scq))
+#endif
+
 /* QP lock held. */
 void sv_hr_wait(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
+	HR_GAP(scq);
 	if (sqp->hr_wait)
 		return;
 	sqp->hr_wait = true;
 	atomic_fetch_add(&scq->hr_waiters, 1);
 	wait_add(scq, sqp);
+}
+
+/*
+ * A unit of headroom, or the QP waits for one (QP lock held): it joins the
+ * waiting list, which the poll that gives units back pumps.  A give that
+ * came between a failed take and the join found no waiter, so the take is
+ * tried again after the join; a give after the join finds the QP listed.
+ */
+bool sv_hr_take_or_wait(struct sverbs_cq *scq, struct sverbs_qp *sqp)
+{
+	if (sv_hr_take(scq))
+		return true;
+	sv_hr_wait(scq, sqp);
+	if (!sv_hr_take(scq))
+		return false;
+	/* listed still: the walk skips a QP that neither waits nor holds */
+	sqp->hr_wait = false;
+	atomic_fetch_sub(&scq->hr_waiters, 1);
+	return true;
 }
 
 /* ------------------------------------------------------------ QP table */

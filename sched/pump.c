@@ -201,10 +201,8 @@ static bool build_refused(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 	bool cost = !w->app_signaled;
 	struct sv_wqe *q;
 
-	if (cost && !sv_hr_take(sqp->scq)) {
-		sv_hr_wait(sqp->scq, sqp);
+	if (cost && !sv_hr_take_or_wait(sqp->scq, sqp))
 		return false;
-	}
 	nop_wr(sqp, c, sqp->seq_next);
 	if (n)
 		sqp->chain[n - 1].next = c;
@@ -273,10 +271,8 @@ static bool build_wqe(struct sverbs_qp *sqp, uint32_t s, uint32_t n)
 	      sqp->unsig_bytes + bytes >= sig_bytes(sqp, window) ||
 	      sqp->unsig_wqes + 1 >= sig_every(sqp);
 	cost = !final || (sig && !app_final);
-	if (cost && !sv_hr_take(sqp->scq)) {
-		sv_hr_wait(sqp->scq, sqp);
+	if (cost && !sv_hr_take_or_wait(sqp->scq, sqp))
 		return false;
-	}
 
 	if (!final && window != UINT64_MAX)
 		sv_slicer_cut(&sqp->slicer, w->prio);

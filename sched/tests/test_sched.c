@@ -18,6 +18,9 @@
 #include "fake.h"
 
 #define SL    4096 /* the fixed slice size of most tests */
+
+/* sched/cq.c, built with SV_TEST_HOOKS */
+extern void (*sv_test_hr_gap)(struct sverbs_cq *scq);
 #define RADDR 0x20000000ull
 #define LADDR 0x10000000ull
 
@@ -1228,6 +1231,62 @@ static void test_headroom_shared(void)
 static void test_headroom_resize(void)
 {
 	headroom_case(true);
+}
+
+/*
+ * A poster's take of headroom fails; before it joins the waiting list, a
+ * polling thread gives the units back, finds no waiter, arms the CQ and
+ * sleeps.  Nothing of the poster's QP is in flight, so no event would ever
+ * pump it: the poster must find the units itself (sv_test_hr_gap runs the
+ * other thread's poll in that gap).
+ */
+static int gap_polled;
+
+static void gap_poller(struct sverbs_cq *c)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	sv_test_hr_gap = NULL;
+	fk_complete(1, -1);
+	while ((n = sverbs_poll_cq(c, 16, wc)) > 0)
+		gap_polled += n;
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(c, 0), 0);
+	CU_ASSERT_EQUAL(sverbs_poll_cq(c, 16, wc), 0);
+}
+
+static void test_headroom_gap(void)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	cfg_default();
+	cfg.cq_headroom = 4;
+	cfg.window_slices = 4;
+	setup(64);
+	fk->resize_fails = true;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 16, false));
+	/* QP 1's sliced WRITE holds the shared headroom */
+	CU_ASSERT_EQUAL(post(sqp[1], 100, IBV_WR_RDMA_WRITE, 3 * SL,
+			     IBV_SEND_SIGNALED),
+			0);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used),
+			atomic_load(&scq->hr_limit));
+	gap_polled = 0;
+	sv_test_hr_gap = gap_poller;
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_RDMA_WRITE, 2 * SL,
+			     IBV_SEND_SIGNALED),
+			0);
+	sv_test_hr_gap = NULL;
+	CU_ASSERT_EQUAL(gap_polled, 1);
+	/* the poster went on: a WQE of its QP is in flight, signaled */
+	CU_ASSERT(fk_outstanding(0) > 0);
+	CU_ASSERT(sqp[0]->inflight_sig > 0);
+	n = drain(0, wc, 16);
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 1);
+	teardown();
 }
 
 /* No resize and no headroom left: the QP stays stock. */
@@ -3744,6 +3803,7 @@ int main(void)
 		{ "headroom shared", test_headroom_shared },
 		{ "headroom resize", test_headroom_resize },
 		{ "headroom refuse", test_headroom_refuse },
+		{ "headroom given back before the wait", test_headroom_gap },
 		{ "extended CQ", test_ex_cq },
 		{ "wr_* API", test_wr_api },
 		{ "adaptive slicer", test_adaptive_slice },
