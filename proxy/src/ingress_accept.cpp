@@ -17,12 +17,16 @@ void Ingress::account(Client& c) {
     c.accounted = u;
 }
 
-// Over the worker's memory_limit_bytes: a connection still reading its request is shed with
-// 503 + Retry-After (it has no other answer pending), so the total stays bounded.
+// Over the worker's memory_limit_bytes: a connection still reading a request is shed with
+// 503 + Retry-After (it has no other answer pending), so the total stays bounded.  One with
+// no request under way (its last one was just answered, or it is closing after an answer)
+// has nothing to answer: a 503 would be a second answer to its last request.
 bool Ingress::over_memory(Client& c) {
     account(c);
     if (buffered_ <= cfg_->ingress.memory_limit_bytes) return false;
-    if (c.phase != Client::Phase::Reading || c.s.closing()) return false;
+    if (c.phase != Client::Phase::Reading || c.s.closing() || c.s.closing_after_flush())
+        return false;
+    if (!c.parser.started() && c.in.empty()) return false;
     m_.admission_rejects.inc();
     m_.requests.inc();
     c.keep_alive = false;

@@ -136,6 +136,8 @@ class StreamConn final : public IoHandler {
     bool is_open() const { return fd_ >= 0 && !closing_; }
     bool connected() const { return connected_; }
     bool closing() const { return closing_; }
+    // close_after_flush() was asked: the last answer is queued, nothing more may be.
+    bool closing_after_flush() const { return close_after_flush_; }
     size_t unsent() const { return out_.size() + (sending_.size() - sent_); }
     int64_t send_started_ns() const { return send_inflight_ ? send_started_ : 0; }
     uint64_t bytes_in = 0, bytes_out = 0;

@@ -959,6 +959,60 @@ def memory_bound(st):
     check(st.wait_200(), "still serves after the slow clients")
 
 
+@test
+def memory_shed_once(st):
+    """6b. Over memory_limit_bytes, only a connection with a request under way is shed (503):
+    a request the ingress has just answered itself (404 no route, 400 malformed) gets that one
+    answer, never a 503 after it.  90 slow POSTs hold 16,000-byte bodies: 1.4 MB, over the
+    1 MiB limit (those past it are shed, each with its one 503)."""
+    st.ingress_extra = ("max_connections = 1000\nmax_body_bytes = 65536\n"
+                        "client_timeout_ms = 20000\nmemory_limit_bytes = \"1MiB\"\n")
+    if not check(st.up(), "stack answers 200"):
+        return
+    slow = []
+    part = b"a" * 8000
+    for i in range(90):
+        s = socket.create_connection(("127.0.0.1", st.p_in))
+        s.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                  b"Content-Length: 16000\r\n\r\n" + part)
+        slow.append(s)
+    time.sleep(1.0)
+    a = request(st.p_in, "GET", "/nope")
+    check(a.count == 1 and a.status == 404,
+          f"no route: one answer, 404 ({a.count} answer(s), first {a.status})")
+    a = request(st.p_in, "GET", "/echo", headers={"Bad header line": None, "X": "y\r\nbad"})
+    check(a.count == 1 and a.status == 400,
+          f"malformed: one answer, 400 ({a.count} answer(s), first {a.status})")
+    # The slow POSTs finish: every one gets exactly one answer (200, or its 503 if shed).
+    for s in slow:
+        try:
+            s.sendall(part)
+        except OSError:
+            pass
+    answers = []
+    for s in slow:
+        s.settimeout(10)
+        data = b""
+        try:
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                data += d
+        except OSError:
+            pass
+        s.close()
+        rs = parse_responses(data)
+        answers.append(Answer(rs[0][0] if rs else 0, {}, b"", len(rs)))
+    exactly_once(answers, "slow POSTs")
+    codes = {}
+    for a in answers:
+        codes[a.status] = codes.get(a.status, 0) + 1
+    print(f"slow POSTs answered: {codes}", flush=True)
+    check(codes.get(503, 0) > 0, "some slow POSTs were shed (the limit was reached)")
+    check(st.wait_200(), "still serves after the slow clients")
+
+
 def notify_listener(path):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     s.bind(path)
