@@ -704,7 +704,8 @@ static void translate(struct sverbs_cq *scq, const struct ibv_wc *raw,
 	 * this poll may open what this pump found closed (a fence, the
 	 * window), and pumps it again.
 	 */
-	if ((sqp->queued || sqp->held) && sqp->poll_gen != scq->poll_gen) {
+	if ((sqp->queued || sqp->held || sqp->nop_owed) &&
+	    sqp->poll_gen != scq->poll_gen) {
 		if (t->n < SV_POLL_BATCH) {
 			sqp->poll_gen = scq->poll_gen;
 			t->qp[t->n++] = sqp;

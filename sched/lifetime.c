@@ -372,6 +372,7 @@ void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 		sv_qp_flush_all(sqp, &e);
 		sqp->dead = false;
 		sqp->hw_err = false;
+		sqp->nop_owed = false;
 		pthread_spin_unlock(&sqp->lock);
 		sv_cq_unlock(sqp->scq);
 		return;

@@ -758,6 +758,8 @@ void sv_qp_pump(struct sverbs_qp *sqp, enum sv_pump_why why)
 		pump_queued(sqp, why);
 		return;
 	}
+	if (sqp->nop_owed)
+		sv_post_nop(sqp);
 	sv_qp_unhold(sqp);
 	sqp->arrival_ns = 0;
 }
@@ -848,12 +850,20 @@ void sv_post_nop(struct sverbs_qp *sqp)
 	struct sv_wqe *q;
 	bool reserved = false;
 
-	if (!sqp->inflight_wqes || sqp->inflight_wqes >= sqp->cap ||
-	    sv_wqe_at(sqp, sqp->seq_next - 1)->signaled)
+	sqp->nop_owed = false;
+	if (!sqp->inflight_wqes || sv_wqe_at(sqp, sqp->seq_next - 1)->signaled)
+		return;
+	/*
+	 * Without room or headroom it is owed: the QP's next pump posts it,
+	 * when a completion makes room (its CQEs pump it: translate())
+	 * or headroom comes back (the waiting list pumps it).
+	 */
+	sqp->nop_owed = true;
+	if (sqp->inflight_wqes >= sqp->cap)
 		return;
 	if (!sqp->reserved_busy)
 		reserved = sqp->reserved_busy = true;
-	else if (!sv_hr_take(sqp->scq))
+	else if (!sv_hr_take_or_wait(sqp->scq, sqp))
 		return;
 	nop_wr(sqp, &nop, sqp->seq_next);
 	if (sqp->ad->post_send(sqp->qp, &nop, &bad)) {
@@ -863,6 +873,7 @@ void sv_post_nop(struct sverbs_qp *sqp)
 			sv_hr_give(sqp->scq, 1);
 		return;
 	}
+	sqp->nop_owed = false;
 	q = sv_wqe_at(sqp, sqp->seq_next++);
 	memset(q, 0, sizeof(*q));
 	q->slot = SV_NONE;

@@ -182,6 +182,8 @@ struct sverbs_qp {
 	struct ibv_sge *chain_sge;
 
 	bool hw_err;	   /* hardware QP is in ERR: hand WRs over unsliced */
+	bool nop_owed;	   /* in ERR, the no-op after an unsignaled tail waits
+			    * for headroom or room (sv_post_nop()) */
 	bool dead;	   /* an error was reported: everything else flushes */
 	bool hr_wait;	   /* waiting for CQ headroom */
 	bool wait_listed;  /* on the CQ's waiting list (its wait_lock) */

@@ -18,11 +18,11 @@
 #include "fake.h"
 
 #define SL    4096 /* the fixed slice size of most tests */
+#define RADDR 0x20000000ull
+#define LADDR 0x10000000ull
 
 /* sched/cq.c, built with SV_TEST_HOOKS */
 extern void (*sv_test_hr_gap)(struct sverbs_cq *scq);
-#define RADDR 0x20000000ull
-#define LADDR 0x10000000ull
 
 static struct sverbs_config cfg;
 static struct sverbs_cq *scq;
@@ -974,6 +974,72 @@ static void test_error_flush_signaled_only(void)
 	error_mid_transfer(true);
 }
 
+/*
+ * The QP fails with an unsignaled WQE last in flight, on a provider that
+ * flushes signaled WQEs only: the layer's signaled no-op must follow it, or
+ * the WRs behind the last signaled WQE never complete.  Here the no-op finds
+ * no CQ headroom at the error (the reserved CQE is busy, QP 1 holds the
+ * shared units): it must go once QP 1's completions give the units back.
+ */
+static void test_nop_waits_for_headroom(void)
+{
+	struct ibv_send_wr l[2], *bad = NULL;
+	struct ibv_sge sg[2];
+	struct ibv_wc wc[64];
+	int count[32] = { 0 }, i, k, n = 0;
+
+	cfg_default();
+	cfg.cq_headroom = 4;
+	cfg.window_slices = 1000;
+	setup(64);
+	fk->resize_fails = true;
+	fk->flush_signaled_only = true;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 8, false));
+	/* QP 1's 2-slice WRITE: its first slice holds a unit */
+	CU_ASSERT_EQUAL(
+		post(sqp[1], 100, IBV_WR_RDMA_WRITE, 2 * SL, IBV_SEND_SIGNALED),
+		0);
+	/* QP 0: unsignaled SENDs (the layer signals one of them) */
+	for (i = 1; i <= 12; i++)
+		CU_ASSERT_EQUAL(post(sqp[0], (uint64_t)i, IBV_WR_SEND, 100, 0),
+				0);
+	/* 13 takes the reserved CQE, 14 goes unsignaled behind it */
+	for (k = 0; k < 2; k++) {
+		memset(&l[k], 0, sizeof(l[k]));
+		sg[k].addr = LADDR;
+		sg[k].length = 100;
+		sg[k].lkey = 7;
+		l[k].wr_id = 13 + (uint64_t)k;
+		l[k].sg_list = &sg[k];
+		l[k].num_sge = 1;
+		l[k].opcode = IBV_WR_SEND;
+		l[k].next = k ? NULL : &l[1];
+	}
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], l, &bad), 0);
+	n += sverbs_poll_cq(scq, 16, wc + n);
+	CU_ASSERT_FALSE(fk_wqe(0, fk->sq[0].posted - 1)->signaled);
+	/* the first WQE fails: the rest is flushed, the signaled ones seen */
+	fk_fail_next(0, IBV_WC_REM_ACCESS_ERR);
+	for (k = 0; k < 20; k++) {
+		n += sverbs_poll_cq(scq, 16, wc + n);
+		fk_complete(0, -1);
+		fk_complete(1, -1);
+		CU_ASSERT_FATAL(n <= 32);
+	}
+	check_no_internal(wc, n);
+	count_ids(wc, n, count, 32);
+	for (i = 1; i <= 14; i++)
+		CU_ASSERT_EQUAL(count[i], 1);
+	k = find_wc(wc, n, 1);
+	CU_ASSERT(k >= 0 && wc[k].status == IBV_WC_REM_ACCESS_ERR);
+	k = find_wc(wc, n, 14);
+	CU_ASSERT(k >= 0 && wc[k].status == IBV_WC_WR_FLUSH_ERR);
+	CU_ASSERT_EQUAL(sqp[0]->inflight_wqes, 0);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	teardown();
+}
+
 static void test_modify_err(void)
 {
 	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
@@ -1268,16 +1334,16 @@ static void test_headroom_gap(void)
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 16, false));
 	/* QP 1's sliced WRITE holds the shared headroom */
-	CU_ASSERT_EQUAL(post(sqp[1], 100, IBV_WR_RDMA_WRITE, 3 * SL,
-			     IBV_SEND_SIGNALED),
-			0);
+	CU_ASSERT_EQUAL(
+		post(sqp[1], 100, IBV_WR_RDMA_WRITE, 3 * SL, IBV_SEND_SIGNALED),
+		0);
 	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used),
 			atomic_load(&scq->hr_limit));
 	gap_polled = 0;
 	sv_test_hr_gap = gap_poller;
-	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_RDMA_WRITE, 2 * SL,
-			     IBV_SEND_SIGNALED),
-			0);
+	CU_ASSERT_EQUAL(
+		post(sqp[0], 1, IBV_WR_RDMA_WRITE, 2 * SL, IBV_SEND_SIGNALED),
+		0);
 	sv_test_hr_gap = NULL;
 	CU_ASSERT_EQUAL(gap_polled, 1);
 	/* the poster went on: a WQE of its QP is in flight, signaled */
@@ -3795,6 +3861,8 @@ int main(void)
 		{ "error mid-transfer", test_error_mid_transfer },
 		{ "error, signaled flushes only",
 		  test_error_flush_signaled_only },
+		{ "no-op after an error waits for headroom",
+		  test_nop_waits_for_headroom },
 		{ "modify to ERR", test_modify_err },
 		{ "modify to RESET", test_modify_reset },
 		{ "destroy with queued WRs", test_destroy_with_queued },
