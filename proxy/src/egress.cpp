@@ -7,6 +7,8 @@
 // phases: egress_impl.hpp).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "egress_impl.hpp"
 
 namespace sv::egress_detail {
@@ -23,7 +25,12 @@ void ServiceConn::on_closed(StreamConn&) {
 
 Status Egress::init() {
     if (auto st = ring_.init(4096, 1024, 16384); !st) return st;
-    svc_limits_ = HttpLimits{64 * 1024, cfg_->channel.max_frame_bytes - 128 * 1024};
+    // A service's answer goes back in one Responses frame: its headers get a quarter of the
+    // frame (at most 64 KiB), its body what is left less as much again (the frame header
+    // and its record fit in that), so a frame of any size the config allows (>= 4096) holds it.
+    const uint64_t frame = cfg_->channel.max_frame_bytes;
+    const uint64_t head = std::min<uint64_t>(64 * 1024, frame / 4);
+    svc_limits_ = HttpLimits{static_cast<size_t>(head), frame - 2 * head};
     for (auto& u : cfg_->upstreams) {
         if (!u.service) continue;
         auto& s = services_.emplace_back();

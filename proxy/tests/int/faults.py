@@ -783,6 +783,39 @@ def http_correctness(st):
           "/metrics served on the ingress metrics_listen")
 
 
+@test
+def small_frame(st):
+    """9b. A [channel] max_frame_bytes under 128 KiB (64 KiB here): a service's answer too big
+    for one frame gets 502 on its own, and the channel stays up, so a request in flight beside
+    it still gets its 200."""
+
+    def rule(method, path, hdrs, body, cno, n):
+        if path == "/f/slow":
+            time.sleep(1.5)
+            return ok_response(b"slow\n")
+        if path == "/f/big":
+            return ok_response(b"x" * 100000)
+        return ok_response()
+
+    fake = FakeService(rule)
+    st.upstreams = fake_upstream(fake.port, pool=2)
+    st.channel_extra = "max_frame_bytes = 65536\n"
+    st.ingress_extra = "max_body_bytes = 32768\nmax_header_bytes = 8192\n"
+    if not check(st.up(compute=False), "stack answers 200"):
+        return
+    ts, res = parallel(request, [(st.p_in, "GET", "/f/slow")])
+    check(wait_for(lambda: fake.count("GET", "/f/slow") == 1), "the slow request reached the service")
+    big = request(st.p_in, "GET", "/f/big")
+    for t in ts:
+        t.join()
+    exactly_once(res + [big], "slow and big requests")
+    check(big.status == 502, f"the answer too big for a frame: 502 (got {big.status})")
+    check(res[0].status == 200 and res[0].body == b"slow\n",
+          f"the request in flight beside it: 200, the channel stayed up (got {res[0].status})")
+    a = request(st.p_in, "GET", "/f/x")
+    check(a.count == 1 and a.status == 200, f"a request after it: 200 (got {a.status})")
+
+
 DNS_DELAY = 2.0
 
 
