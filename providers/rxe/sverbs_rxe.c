@@ -6,6 +6,7 @@
  * points: a chain handed to rxe_post_send() is one batch, one syscall.
  */
 #include <errno.h>
+#include <sys/mman.h>
 
 #include "rxe.h"
 #include "rxe_queue.h"
@@ -64,12 +65,24 @@ static void rxe_sv_nop_wr(struct ibv_qp *qp, struct ibv_send_wr *wr)
 
 /*
  * rxe_poll_cq() advances the CQ ring's consumer index (an atomic in the
- * ring shared with the kernel) once per completion it takes.
+ * ring shared with the kernel) once per completion it takes.  Read under
+ * the CQ's lock: rxe_resize_cq() unmaps the ring and maps another under it
+ * (the application's resize, or the layer's when another QP leaves
+ * pass-through), so an unlocked read could touch an unmapped ring.  A
+ * failed remap leaves no ring: nothing is counted then.
  */
-static uint32_t rxe_sv_cq_consumed(struct ibv_cq *cq)
+static uint32_t rxe_sv_cq_consumed(struct ibv_cq *ibcq)
 {
-	return atomic_load_explicit(consumer(to_rcq(cq)->queue),
-				    memory_order_relaxed);
+	struct rxe_cq *cq = to_rcq(ibcq);
+	struct rxe_queue_buf *q;
+	uint32_t n = 0;
+
+	pthread_spin_lock(&cq->lock);
+	q = cq->queue;
+	if (q && (void *)q != MAP_FAILED)
+		n = atomic_load_explicit(consumer(q), memory_order_relaxed);
+	pthread_spin_unlock(&cq->lock);
+	return n;
 }
 
 /* Patch 0002's poll_cq tests the layer's CQ state under the CQ's lock. */
