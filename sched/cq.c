@@ -774,7 +774,7 @@ void sv_cq_drain(struct sverbs_cq *scq)
 	struct sv_emit e = { .scq = scq };
 	struct ibv_wc raw[SV_POLL_BATCH];
 	struct sv_touched t;
-	int got, i;
+	int got = -1, i; /* -1: the raw CQ was not read to its end */
 
 	t.n = 0;
 	do {
