@@ -34,6 +34,7 @@ static void qp_free(struct sverbs_qp *sqp)
 {
 	queue_free(sqp);
 	free(sqp->raw_qpx);
+	pthread_spin_destroy(&sqp->wr_lock);
 	pthread_spin_destroy(&sqp->lock);
 	free(sqp);
 }
@@ -296,6 +297,7 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	if (!sqp)
 		return NULL;
 	pthread_spin_init(&sqp->lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&sqp->wr_lock, PTHREAD_PROCESS_PRIVATE);
 	sqp->ad = ad;
 	sqp->qp = qp;
 	sqp->scq = send_cq;

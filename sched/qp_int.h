@@ -220,7 +220,14 @@ struct sverbs_qp {
 	uint64_t call_bad_seq; /* its first WR refused; UINT64_MAX: none */
 	int call_err;	       /* the error it returns */
 
-	/* ibv_wr_* API: WRs built since wr_start */
+	/*
+	 * ibv_wr_* API: WRs built since wr_start, in slots taken under the QP
+	 * lock.  wr_lock is held from wr_start to wr_complete / wr_abort (as a
+	 * provider holds its send queue's lock), the QP lock only to take or
+	 * give back slots and to queue the batch: the thread that builds may
+	 * poll and arm the CQ meanwhile, which takes the QP lock.
+	 */
+	pthread_spinlock_t wr_lock;
 	struct sv_fifo build;
 	uint32_t build_cur;
 	int build_err;

@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * The ibv_wr_* API of a managed QP, provider-neutral.  Like the providers,
- * wr_start takes the QP lock and wr_complete / wr_abort release it.  Each
- * wr_<opcode> takes a slot (the application's capacity) and builds a WR in
- * it, with wr_id and flags from qpx->wr_id and qpx->wr_flags (priority bits
- * included); wr_set_* fill the latest one.  wr_complete queues them all
- * through the same path as ibv_post_send() and pumps; on any error in the
- * batch (no slot: ENOMEM; too many SGEs, inline data too long: the
- * provider's errno, see sverbs_adapter.limit_err; an opcode the QP type
- * cannot carry: EINVAL) it posts nothing and returns the error, as the
- * providers do.
+ * The ibv_wr_* API of a managed QP, provider-neutral.  Like the providers
+ * with their send queue's lock, wr_start takes the QP's wr_lock and
+ * wr_complete / wr_abort release it; the QP lock is taken only for a slot
+ * and to queue the batch, so that the building thread may poll and arm the
+ * CQ meanwhile (stock allows it).  Each wr_<opcode> takes a slot (the
+ * application's capacity) and builds a WR in it, with wr_id and flags from
+ * qpx->wr_id and qpx->wr_flags (priority bits included); wr_set_* fill the
+ * latest one.  wr_complete queues them all through the same path as
+ * ibv_post_send() and pumps; on any error in the batch (no slot: ENOMEM; too
+ * many SGEs, inline data too long: the provider's errno, see
+ * sverbs_adapter.limit_err; an opcode the QP type cannot carry: EINVAL) it
+ * posts nothing and returns the error, as the providers do.
  *
  * A batch started while the QP is in pass-through (docs/semantics.md) is
  * the provider's own from wr_start to wr_complete: every op goes to the
@@ -123,6 +125,7 @@ static int pt_batch_end(struct ibv_qp_ex *qpx, bool complete)
 	return ret;
 }
 
+/* QP lock held. */
 static void build_drop(struct sverbs_qp *sqp)
 {
 	uint32_t s = sqp->build.head, next;
@@ -151,10 +154,12 @@ static void sv_wr_start(struct ibv_qp_ex *qpx)
 	/* the layer's queue, if not yet there (else the batch fails) */
 	if (atomic_load_explicit(&sqp->fast.pt, memory_order_acquire))
 		err = sv_qp_leave_prepare(sqp);
+	pthread_spin_lock(&sqp->wr_lock);
 	pthread_spin_lock(&sqp->lock);
 	/* internal wr_ids follow: the CQ must translate */
 	if (!err && atomic_load_explicit(&sqp->fast.pt, memory_order_relaxed))
 		sv_qp_leave_passthrough(sqp);
+	pthread_spin_unlock(&sqp->lock);
 	sqp->build.head = sqp->build.tail = SV_NONE;
 	sqp->build_cur = SV_NONE;
 	sqp->build_err = err ? ENOMEM : 0;
@@ -172,6 +177,7 @@ static int sv_wr_complete(struct ibv_qp_ex *qpx)
 	sqp = to_sqp(qpx);
 	err = sqp->build_err;
 
+	pthread_spin_lock(&sqp->lock);
 	if (err) {
 		build_drop(sqp);
 	} else {
@@ -188,6 +194,7 @@ static int sv_wr_complete(struct ibv_qp_ex *qpx)
 		err = sv_call_end(sqp, &idx);
 	}
 	sv_qp_post_unlock(sqp);
+	pthread_spin_unlock(&sqp->wr_lock);
 	return err;
 }
 
@@ -200,8 +207,10 @@ static void sv_wr_abort(struct ibv_qp_ex *qpx)
 		return;
 	}
 	sqp = to_sqp(qpx);
+	pthread_spin_lock(&sqp->lock);
 	build_drop(sqp);
 	pthread_spin_unlock(&sqp->lock);
+	pthread_spin_unlock(&sqp->wr_lock);
 }
 
 /* A new WR of this batch, or NULL once the batch has failed. */
@@ -224,7 +233,9 @@ static struct sv_wr *wr_new(struct ibv_qp_ex *qpx, enum ibv_wr_opcode op)
 		sqp->build_err = EINVAL;
 		return NULL;
 	}
+	pthread_spin_lock(&sqp->lock);
 	s = sv_slot_alloc(sqp);
+	pthread_spin_unlock(&sqp->lock);
 	if (s == SV_NONE) {
 		sqp->build_err = ENOMEM;
 		return NULL;

@@ -8,7 +8,9 @@
  * held WRs too), and with a budget in pass-through, no WR stating a
  * priority: QPs watched (sched/watch.c) leave pass-through while other
  * threads post to them stock; and QPs of one CQ that all leave
- * pass-through at once (the adapter's cq_sync on several threads).  Every
+ * pass-through at once (the adapter's cq_sync on several threads); and
+ * posters that build ibv_wr_* batches on one QP and poll the CQ inside
+ * them, beside posters of ibv_post_send().  Every
  * signaled WR completes exactly once, with success.  The fake adapter
  * serializes its "hardware" with a mutex, as a real provider does with its
  * SQ and CQ locks.
@@ -37,12 +39,54 @@ static atomic_int delivered, bad_status, unknown;
 static atomic_bool posters_done;
 static bool marks;    /* posters state priorities on half their WRs */
 static bool together; /* pass-through QPs of one CQ leave it at once */
+static bool batches;  /* odd posters build ibv_wr_* batches, polling in them */
+static struct ibv_qp_ex qpx[POSTERS]; /* one per QP, as verbs has it */
 static pthread_barrier_t start;
 
 struct poster {
 	int t;
 	struct sverbs_qp *q;
 };
+
+/* Count the completions taken (the poller's, or a batch poster's). */
+static void tally(const struct ibv_wc *wc, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t t = wc[i].wr_id >> 32, j = wc[i].wr_id & 0xffffffff;
+
+		if (wc[i].status != IBV_WC_SUCCESS)
+			atomic_fetch_add(&bad_status, 1);
+		if (t >= POSTERS || j >= PER)
+			atomic_fetch_add(&unknown, 1);
+		else
+			atomic_fetch_add(&count[t][j], 1);
+		atomic_fetch_add(&delivered, 1);
+	}
+}
+
+/*
+ * One WR as an ibv_wr_* batch of its own; the CQ polled inside the batch
+ * (the QP's own completions among them).
+ */
+static int post_batch(struct ibv_qp_ex *qx, const struct ibv_send_wr *wr)
+{
+	struct ibv_wc wc[4];
+
+	ibv_wr_start(qx);
+	qx->wr_id = wr->wr_id;
+	qx->wr_flags = wr->send_flags;
+	if (wr->opcode == IBV_WR_RDMA_WRITE)
+		ibv_wr_rdma_write(qx, wr->wr.rdma.rkey,
+				  wr->wr.rdma.remote_addr);
+	else
+		ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, wr->sg_list->lkey, wr->sg_list->addr,
+		       wr->sg_list->length);
+	tally(wc, sverbs_poll_cq(scq, 4, wc));
+	return ibv_wr_complete(qx);
+}
 
 static void *poster(void *arg)
 {
@@ -72,7 +116,10 @@ static void *poster(void *arg)
 			wr.send_flags |= SVERBS_PRIO(1);
 		wr.wr.rdma.remote_addr = 0x20000000ull;
 		wr.wr.rdma.rkey = 9;
-		ret = sverbs_post_send(p->q, &wr, &bad);
+		if (batches && p->t % 2)
+			ret = post_batch(&qpx[p->q == sqp[0] ? 0 : p->t], &wr);
+		else
+			ret = sverbs_post_send(p->q, &wr, &bad);
 		if (ret == ENOMEM) { /* every slot taken: wait for the poller */
 			sched_yield();
 			continue;
@@ -88,24 +135,13 @@ static void *poster(void *arg)
 static void *poller(void *arg)
 {
 	struct ibv_wc wc[16];
-	int total = *(int *)arg, n, i, k, rounds = 0;
+	int total = *(int *)arg, n, k, rounds = 0;
 
 	while (atomic_load(&delivered) < total) {
 		for (k = 0; k < nqp; k++)
 			fk_complete(k, 5);
 		n = sverbs_poll_cq(scq, 1 + rounds % 16, wc);
-		for (i = 0; i < n; i++) {
-			uint64_t t = wc[i].wr_id >> 32,
-				 j = wc[i].wr_id & 0xffffffff;
-
-			if (wc[i].status != IBV_WC_SUCCESS)
-				atomic_fetch_add(&bad_status, 1);
-			if (t >= POSTERS || j >= PER)
-				atomic_fetch_add(&unknown, 1);
-			else
-				atomic_fetch_add(&count[t][j], 1);
-			atomic_fetch_add(&delivered, 1);
-		}
+		tally(wc, n);
 		if (++rounds % 64 == 0)
 			sverbs_req_notify_cq(scq, 0);
 		if (!n)
@@ -153,6 +189,12 @@ static void run(bool shared_qp, uint32_t budget_us, bool watched)
 	pthread_create(&pt, NULL, poller, &total);
 	if (together)
 		pthread_barrier_init(&start, NULL, POSTERS);
+	for (i = 0; i < nqp && batches; i++) {
+		memset(&qpx[i], 0, sizeof(qpx[i]));
+		CU_ASSERT_TRUE_FATAL(sverbs_qp_install_wr_ops(
+			sqp[i], &qpx[i],
+			IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND));
+	}
 	for (i = 0; i < POSTERS; i++) {
 		p[i].t = i;
 		p[i].q = sqp[shared_qp ? 0 : i];
@@ -233,6 +275,20 @@ static void test_qps_one_cq_watched(void)
  * pass-through together: sv_cq_layered() and the adapter's cq_sync on
  * several threads, no lock in common but the provider's CQ lock.
  */
+static void test_one_qp_wr_batches(void)
+{
+	batches = true;
+	run(true, 0, false);
+	batches = false;
+}
+
+static void test_qps_one_cq_wr_batches(void)
+{
+	batches = true;
+	run(false, 0, false);
+	batches = false;
+}
+
 static void test_qps_one_cq_leave_together(void)
 {
 	int round;
@@ -257,6 +313,9 @@ int main(void)
 	CU_add_test(s, "posters_qps_one_cq_budget", test_qps_one_cq_budget);
 	CU_add_test(s, "posters_one_qp_watched", test_one_qp_watched);
 	CU_add_test(s, "posters_qps_one_cq_watched", test_qps_one_cq_watched);
+	CU_add_test(s, "posters_one_qp_wr_batches", test_one_qp_wr_batches);
+	CU_add_test(s, "posters_qps_one_cq_wr_batches",
+		    test_qps_one_cq_wr_batches);
 	CU_add_test(s, "posters_qps_one_cq_leave_together",
 		    test_qps_one_cq_leave_together);
 	CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -1509,6 +1509,54 @@ static void test_wr_api(void)
  * the call returns 0, the whole batch is posted, and the refused WR
  * completes with IBV_WC_LOC_QP_OP_ERR (vendor_err: the errno).
  */
+/*
+ * Between ibv_wr_start() and ibv_wr_complete() the thread that builds the
+ * batch may poll and arm the CQ (the providers hold only their send
+ * queue's lock there, which poll does not take), and it may take a
+ * completion of the very QP it builds on.  Red: the poll spins on the QP's
+ * lock its own batch holds (the test hangs; meson's timeout ends it).
+ */
+static void test_wr_batch_poll_inside(void)
+{
+	struct ibv_qp_ex *qx = &fake_qpx;
+	struct ibv_wc wc[16];
+	int n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 16, false);
+	memset(qx, 0, sizeof(*qx));
+	CU_ASSERT_TRUE_FATAL(sverbs_qp_install_wr_ops(
+		sqp[0], qx, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND));
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_SEND, 100, IBV_SEND_SIGNALED),
+			0);
+	fk_complete(0, -1);
+	ibv_wr_start(qx);
+	qx->wr_id = 2;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, 1, 0x1000, 10);
+	/* the completion of WR 1, taken inside the batch */
+	n = sverbs_poll_cq(scq, 16, wc);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 1);
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
+	qx->wr_id = 3;
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, 1, 0x2000, 20);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
+	n = drain(0, wc, 16);
+	CU_ASSERT(n == 2 && wc[0].wr_id == 2 && wc[1].wr_id == 3);
+	/* an aborted batch with a poll inside: nothing posted, slots back */
+	ibv_wr_start(qx);
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, 1, 0x1000, 10);
+	CU_ASSERT_EQUAL(sverbs_poll_cq(scq, 16, wc), 0);
+	ibv_wr_abort(qx);
+	CU_ASSERT_EQUAL(sqp[0]->nfree, 16);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 3);
+	teardown();
+}
+
 static void test_wr_complete_all_or_nothing(void)
 {
 	struct ibv_qp_ex *qx = &fake_qpx;
@@ -3874,6 +3922,8 @@ int main(void)
 		{ "headroom given back before the wait", test_headroom_gap },
 		{ "extended CQ", test_ex_cq },
 		{ "wr_* API", test_wr_api },
+		{ "wr_* batch: poll and arm inside it",
+		  test_wr_batch_poll_inside },
 		{ "adaptive slicer", test_adaptive_slice },
 		{ "adaptive QP", test_adaptive_qp },
 		{ "doorbells", test_doorbells },
