@@ -241,6 +241,15 @@ int main(int argc, char** argv) {
                 notify("READY=1");
                 continue;
             }
+            if (next->channel != cfg->channel) {
+                // The transports keep the [channel] they started with, while the workers
+                // would size frames by the new one: applying the rest would split them.
+                spdlog::error(
+                    "reload failed, keeping the running configuration: [channel] changes only "
+                    "on restart");
+                notify("READY=1");
+                continue;
+            }
             if (ingress && (next->ingress.listen.text != cfg->ingress.listen.text ||
                             next->ingress.workers != cfg->ingress.workers))
                 spdlog::warn("reload: listen address and workers change only on restart");

@@ -584,6 +584,37 @@ def reload_during_drain(st):
 
 
 @test
+def reload_channel(st):
+    """2b. A reload that changes [channel] is refused as a whole (the channels keep the
+    settings they started with, so half of it would apply): the running configuration stays,
+    a body over the old limit gets 413, not a 502 from a frame the peer refuses."""
+    st.channel_extra = "max_frame_bytes = 1048576\n"
+    st.ingress_extra = "max_body_bytes = 524288\n"
+    if not check(st.up(), "stack answers 200"):
+        return
+    st.channel_extra = "max_frame_bytes = 4194304\n"
+    st.ingress_extra = "max_body_bytes = 2097152\n"
+    st.write()
+    logs = {w: os.path.join(st.dir, f"{w}.log") for w in ("ingress", "egress")}
+    for what in ("ingress", "egress"):
+        st.procs[what].send_signal(signal.SIGHUP)
+
+    def refused_in(what):
+        with open(logs[what], "rb") as f:
+            return b"[channel] changes only on restart" in f.read()
+
+    for what in ("ingress", "egress"):
+        check(wait_for(lambda: refused_in(what), timeout=10),
+              f"{what}: the reload is refused, [channel] named")
+    a = request(st.p_in, "POST", "/echo", b"z" * 1500000)
+    check(a.count == 1 and a.status == 413,
+          f"a body over the running limit: 413 (got {a.count} answer(s), {a.status})")
+    a = request(st.p_in, "POST", "/echo", b"small")
+    check(a.count == 1 and a.status == 200 and a.body == b"small",
+          f"a request after it: 200 (got {a.status})")
+
+
+@test
 def egress_emfile(st):
     """3. socket() failing with EMFILE at the egress answers 502 once, and the pool slot is
     given back: once descriptors are free again the upstream answers 200 (not 504 forever)."""
