@@ -751,6 +751,17 @@ static void pump_waiting(struct sverbs_cq *scq, enum sv_pump_why why)
 	}
 }
 
+/*
+ * Headroom came back outside a poll (CQ lock held, no QP lock): a destroy or
+ * a RESET retired another QP's WQEs.  The QPs that wait for it go now: no
+ * completion of theirs would pump them, and a sleeper on the CQ's event
+ * would wait for ever.
+ */
+void sv_cq_headroom_back(struct sverbs_cq *scq)
+{
+	pump_waiting(scq, SV_PUMP_FLUSH);
+}
+
 static void finish_round(struct sverbs_cq *scq, struct sv_touched *t)
 {
 	int i;

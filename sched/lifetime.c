@@ -376,6 +376,7 @@ void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 		sqp->hw_err = false;
 		sqp->nop_owed = false;
 		pthread_spin_unlock(&sqp->lock);
+		sv_cq_headroom_back(sqp->scq);
 		sv_cq_unlock(sqp->scq);
 		return;
 	}
@@ -435,6 +436,7 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 	sv_qp_flush_all(sqp, &e);
 	sv_cq_unregister(scq, sqp);
 	pthread_spin_unlock(&sqp->lock);
+	sv_cq_headroom_back(scq);
 	sv_cq_unlock(scq);
 	if (sqp->qpx)
 		sv_objmap_remove(sqp->qpx);

@@ -1355,6 +1355,62 @@ static void test_headroom_gap(void)
 	teardown();
 }
 
+/*
+ * Headroom that a destroy or a RESET of another QP gives back reaches the
+ * QPs that wait for it, with no poll: an application that armed the CQ and
+ * sleeps would otherwise wait for an event that no WQE of the waiter can
+ * raise (nothing of it is in flight).
+ */
+static void headroom_freed_case(bool reset)
+{
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_RESET };
+	struct ibv_wc wc[16];
+	int n;
+
+	cfg_default();
+	cfg.cq_headroom = 4;
+	cfg.window_slices = 2;
+	setup(64);
+	fk->resize_fails = true;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 16, false));
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_RDMA_WRITE, 8 * SL,
+			     IBV_SEND_SIGNALED),
+			0);
+	CU_ASSERT_EQUAL(post(sqp[1], 2, IBV_WR_RDMA_WRITE, 4 * SL,
+			     IBV_SEND_SIGNALED),
+			0);
+	CU_ASSERT_EQUAL_FATAL(fk->sq[1].posted, 0);
+	CU_ASSERT_TRUE(sqp[1]->hr_wait);
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
+	CU_ASSERT_EQUAL(fk->sq[1].posted, 0);
+	if (reset) {
+		sverbs_qp_modify_pre(sqp[0], &at, IBV_QP_STATE);
+		fk->sq[0].done = fk->sq[0].posted;
+		sverbs_qp_modify_post(sqp[0], &at, IBV_QP_STATE, 0);
+	} else {
+		sverbs_qp_destroy_pre(sqp[0]);
+		fk->sq[0].done = fk->sq[0].posted;
+		sverbs_qp_destroy_post(sqp[0], 0);
+		sqp[0] = NULL;
+	}
+	/* QP 1's first slice went when the units came back */
+	CU_ASSERT(fk->sq[1].posted > 0);
+	n = drain(1, wc, 16);
+	CU_ASSERT(n >= 1 && wc[n - 1].wr_id == 2);
+	teardown();
+}
+
+static void test_headroom_freed_by_destroy(void)
+{
+	headroom_freed_case(false);
+}
+
+static void test_headroom_freed_by_reset(void)
+{
+	headroom_freed_case(true);
+}
+
 /* No resize and no headroom left: the QP stays stock. */
 static void test_headroom_refuse(void)
 {
@@ -3920,6 +3976,8 @@ int main(void)
 		{ "headroom resize", test_headroom_resize },
 		{ "headroom refuse", test_headroom_refuse },
 		{ "headroom given back before the wait", test_headroom_gap },
+		{ "headroom freed by a destroy", test_headroom_freed_by_destroy },
+		{ "headroom freed by a RESET", test_headroom_freed_by_reset },
 		{ "extended CQ", test_ex_cq },
 		{ "wr_* API", test_wr_api },
 		{ "wr_* batch: poll and arm inside it",
