@@ -1374,12 +1374,12 @@ static void headroom_freed_case(bool reset)
 	fk->resize_fails = true;
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 16, false));
-	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_RDMA_WRITE, 8 * SL,
-			     IBV_SEND_SIGNALED),
-			0);
-	CU_ASSERT_EQUAL(post(sqp[1], 2, IBV_WR_RDMA_WRITE, 4 * SL,
-			     IBV_SEND_SIGNALED),
-			0);
+	CU_ASSERT_EQUAL(
+		post(sqp[0], 1, IBV_WR_RDMA_WRITE, 8 * SL, IBV_SEND_SIGNALED),
+		0);
+	CU_ASSERT_EQUAL(
+		post(sqp[1], 2, IBV_WR_RDMA_WRITE, 4 * SL, IBV_SEND_SIGNALED),
+		0);
 	CU_ASSERT_EQUAL_FATAL(fk->sq[1].posted, 0);
 	CU_ASSERT_TRUE(sqp[1]->hr_wait);
 	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
@@ -3976,7 +3976,8 @@ int main(void)
 		{ "headroom resize", test_headroom_resize },
 		{ "headroom refuse", test_headroom_refuse },
 		{ "headroom given back before the wait", test_headroom_gap },
-		{ "headroom freed by a destroy", test_headroom_freed_by_destroy },
+		{ "headroom freed by a destroy",
+		  test_headroom_freed_by_destroy },
 		{ "headroom freed by a RESET", test_headroom_freed_by_reset },
 		{ "extended CQ", test_ex_cq },
 		{ "wr_* API", test_wr_api },
