@@ -931,7 +931,13 @@ int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only)
 	pthread_spin_lock(&scq->lock);
 	pump_waiting(scq, SV_PUMP_ARM);
 	pthread_spin_unlock(&scq->lock);
-	return scq->ad->req_notify_cq(scq->cq, solicited_only);
+	/*
+	 * Armed for every completion: the layer's own WQEs complete
+	 * unsolicited, and a queued WR may wait for one of them; a sleeper
+	 * armed solicited-only would not wake for it.  Its poll may then find
+	 * nothing solicited (as after internal completions: semantics.md).
+	 */
+	return scq->ad->req_notify_cq(scq->cq, 0);
 }
 
 /* ------------------------------------------------------------ extended CQ */

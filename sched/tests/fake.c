@@ -252,7 +252,7 @@ static uint32_t fk_cq_consumed(struct ibv_cq *cq)
 static int fk_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
 	(void)cq;
-	(void)solicited_only;
+	fk->notify_solicited = solicited_only;
 	fk->notify_calls++;
 	return 0;
 }

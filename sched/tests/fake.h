@@ -62,6 +62,7 @@ struct fk {
 	int doorbells;
 	int leaks; /* WQEs that carried sverbs priority bits */
 	int notify_calls;
+	int notify_solicited; /* solicited_only of the last arm */
 	int resize_calls;
 	bool resize_fails;
 	bool resize_round; /* resize gives 2^n - 1 >= the size asked (rxe) */

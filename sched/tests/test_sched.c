@@ -1411,6 +1411,37 @@ static void test_headroom_freed_by_reset(void)
 	headroom_freed_case(true);
 }
 
+/*
+ * An arm for solicited completions only, on a CQ the layer polls: the
+ * layer's own WQEs complete unsolicited, and a queued WR (here a solicited
+ * SEND behind the send queue's depth) may need one of them to go.  The
+ * provider's CQ is armed for every completion; a pass-through CQ's arm is
+ * the application's own.
+ */
+static void pt_setup(int cap);
+
+static void test_arm_solicited(void)
+{
+	cfg_default();
+	setup(64);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 2, false));
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_SEND, 100, 0), 0);
+	CU_ASSERT_EQUAL(post(sqp[0], 2, IBV_WR_SEND, 100,
+			     IBV_SEND_SIGNALED | IBV_SEND_SOLICITED),
+			0);
+	CU_ASSERT_EQUAL(sqp[0]->queued, 1);
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 1), 0);
+	CU_ASSERT_EQUAL(fk->notify_solicited, 0);
+	teardown();
+
+	pt_setup(2);
+	CU_ASSERT_TRUE(atomic_load(&sqp[0]->fast.pt));
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_SEND, 100, 0), 0);
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 1), 0);
+	CU_ASSERT_EQUAL(fk->notify_solicited, 1);
+	teardown();
+}
+
 /* No resize and no headroom left: the QP stays stock. */
 static void test_headroom_refuse(void)
 {
@@ -3979,6 +4010,7 @@ int main(void)
 		{ "headroom freed by a destroy",
 		  test_headroom_freed_by_destroy },
 		{ "headroom freed by a RESET", test_headroom_freed_by_reset },
+		{ "arm for solicited completions", test_arm_solicited },
 		{ "extended CQ", test_ex_cq },
 		{ "wr_* API", test_wr_api },
 		{ "wr_* batch: poll and arm inside it",
