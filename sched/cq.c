@@ -341,7 +341,35 @@ void sv_emit(struct sv_emit *e, const struct ibv_wc *wc)
 
 /* ------------------------------------------------------------ registration */
 
-/* Remember a destroyed QP (the oldest is forgotten when full). */
+/*
+ * Room for one more record: the list doubles (a destroy, not the data
+ * path).  Without memory the oldest record is forgotten, and a late CQE of
+ * that QP may then reach the application with a wr_id of the layer's.
+ */
+static void stale_room(struct sverbs_cq *scq)
+{
+	uint32_t cap = scq->stale_cap ? 2 * scq->stale_cap : SV_STALE_QPS;
+	struct sv_stale_qp *s;
+
+	if (scq->nstale < scq->stale_cap)
+		return;
+	s = realloc(scq->stale, cap * sizeof(*s));
+	if (s) {
+		scq->stale = s;
+		scq->stale_cap = cap;
+		return;
+	}
+	sv_log(scq->ad, scq->cq->context, SVERBS_LOG_WARN,
+	       "sverbs: no memory for a destroyed QP's record: its late "
+	       "completions may surface");
+	if (!scq->nstale)
+		return; /* no list at all: stale_add() keeps nothing */
+	memmove(&scq->stale[0], &scq->stale[1],
+		sizeof(scq->stale[0]) * (scq->nstale - 1));
+	scq->nstale--;
+}
+
+/* Remember a destroyed QP. */
 static void stale_add(struct sverbs_cq *scq, const struct sverbs_qp *sqp)
 {
 	uint32_t i;
@@ -349,11 +377,9 @@ static void stale_add(struct sverbs_cq *scq, const struct sverbs_qp *sqp)
 	/* a QP that never left pass-through leaves no internal WQE behind */
 	if (sqp->seq_next == sqp->seq_base)
 		return;
-	if (scq->nstale == SV_STALE_QPS) {
-		memmove(&scq->stale[0], &scq->stale[1],
-			sizeof(scq->stale[0]) * (SV_STALE_QPS - 1));
-		scq->nstale--;
-	}
+	stale_room(scq);
+	if (!scq->stale_cap)
+		return;
 	i = scq->nstale++;
 	scq->stale[i].qp_num = sqp->qp_num;
 	scq->stale[i].sealed = false;
@@ -570,6 +596,7 @@ void sverbs_cq_destroy(struct sverbs_cq *scq)
 		sv_objmap_remove(scq->cq_ex);
 	free(scq->ready);
 	free(scq->tab);
+	free(scq->stale);
 	pthread_spin_destroy(&scq->wait_lock);
 	pthread_spin_destroy(&scq->lock);
 	free(scq);

@@ -45,6 +45,7 @@ struct sv_stale_qp {
 	uint64_t seq_end;
 };
 
+/* the stale list's first size; it doubles when more destroys overlap */
 #define SV_STALE_QPS 8
 
 struct sverbs_cq {
@@ -59,9 +60,10 @@ struct sverbs_cq {
 	struct sverbs_qp **tab;
 	uint32_t tab_mask;
 	uint32_t nqp;
-	uint32_t wr_capacity; /* sum of the registered QPs' max_send_wr */
-	struct sv_stale_qp stale[SV_STALE_QPS];
+	uint32_t wr_capacity;	   /* sum of the registered QPs' max_send_wr */
+	struct sv_stale_qp *stale; /* [0, nstale) of stale_cap */
 	uint32_t nstale;
+	uint32_t stale_cap;
 
 	/* completions to deliver before the raw CQ */
 	struct ibv_wc *ready;

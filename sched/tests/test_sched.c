@@ -3822,6 +3822,41 @@ static void test_stale_expires(void)
  * still in the CQ.  They carried internal wr_ids the new QP also uses and
  * retired its WQEs: its WRs were reported done before they were.
  */
+/*
+ * More QPs in their destroy at once than the stale list started with (8):
+ * late CQEs of every one of them land meanwhile and are absorbed; none of
+ * the layer's wr_ids reaches the application.
+ */
+static void test_stale_many_destroys(void)
+{
+	struct ibv_wc wc[64];
+	int i, k, n, nq = 12;
+
+	cfg_default();
+	setup(256);
+	for (i = 0; i < nq; i++) {
+		CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(i, 16, false));
+		CU_ASSERT_EQUAL(post(sqp[i], 100 + (uint64_t)i, IBV_WR_SEND,
+				     100, IBV_SEND_SIGNALED),
+				0);
+	}
+	for (i = 0; i < nq; i++)
+		sverbs_qp_destroy_pre(sqp[i]);
+	for (i = 0; i < nq; i++)
+		fk_complete(i, -1);
+	for (i = 0; i < nq; i++) {
+		sverbs_qp_destroy_post(sqp[i], 0);
+		sqp[i] = NULL;
+	}
+	for (k = 0; k < 4; k++) {
+		n = sverbs_poll_cq(scq, 64, wc);
+		CU_ASSERT(n >= 0);
+		check_no_internal(wc, n);
+	}
+	CU_ASSERT_EQUAL(fk->cq_n, 0);
+	teardown();
+}
+
 static void test_qpn_reuse_stale(void)
 {
 	struct ibv_wc wc[8];
@@ -4073,6 +4108,8 @@ int main(void)
 		{ "16.7 a destroyed QP's record expires", test_stale_expires },
 		{ "16.7 QP number reuse with stale CQEs",
 		  test_qpn_reuse_stale },
+		{ "stale: more destroys at once than the list's start",
+		  test_stale_many_destroys },
 		{ "16.8 size policy: peer-visible WRs never overtake",
 		  test_size_policy_no_overtake },
 		{ "16.5 ibv_resize_cq keeps the headroom",
