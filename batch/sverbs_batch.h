@@ -161,5 +161,11 @@ void sverbs_timer_del(struct sverbs_timer_entry *e);
 void sverbs_timer_arm(struct sverbs_timer_entry *e, uint64_t deadline_ns);
 /* Nothing to fire any more: a store; the thread's wake-up stays planned. */
 void sverbs_timer_disarm(struct sverbs_timer_entry *e);
+/*
+ * A child of fork() whose deadlines were armed in the parent has no timer
+ * thread until something arms again: a hold that lasts across the fork must
+ * be armed once more in the child (sched/pump.c).
+ */
+bool sverbs_timer_orphaned(void);
 
 #endif /* SVERBS_BATCH_H */

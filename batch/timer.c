@@ -19,6 +19,9 @@ static struct sverbs_timer_entry *firing;
 static _Atomic uint64_t planned_wake = NEVER;
 static bool thread_started;
 static bool atfork_set;
+static bool forking; /* between fork()'s prepare and parent / child */
+/* a child of fork() with a deadline armed and no thread yet */
+static atomic_bool orphaned;
 
 /*
  * Lingering: for SV_LINGER_TICKS ticks after the last armed deadline the
@@ -77,7 +80,7 @@ static void fire_expired(uint64_t now)
 	uint64_t d;
 
 restart:
-	for (e = entries; e; e = e->next) {
+	for (e = entries; e && !forking; e = e->next) {
 		d = atomic_load(&e->deadline_ns);
 		if (!d || d > now)
 			continue;
@@ -128,21 +131,31 @@ static void *timer_main(void *arg)
  * fork(): the child has no timer thread (only the forking thread goes on).
  * The lock is held across the fork, so the child's copy is consistent; the
  * child's next arm starts a thread of its own (planned_wake 0 sends it to
- * the locked path, sverbs_timer_arm()).
+ * the locked path, sverbs_timer_arm()).  A fire in progress holds its
+ * owner's locks (a QP's, the provider's send queue's), which the child
+ * would inherit taken with no thread to release them: the fork waits for
+ * it to return, and no fire starts until the fork is over.
  */
 static void timer_prepare(void)
 {
 	pthread_mutex_lock(&timer_lock);
+	forking = true;
+	while (firing)
+		pthread_cond_wait(&timer_idle, &timer_lock);
 }
 
 static void timer_parent(void)
 {
+	forking = false;
+	pthread_cond_signal(&timer_cond); /* a deadline may have passed */
 	pthread_mutex_unlock(&timer_lock);
 }
 
 static void timer_child(void)
 {
+	forking = false;
 	thread_started = false;
+	atomic_store(&orphaned, earliest_deadline() != NEVER);
 	firing = NULL;
 	linger = 0;
 	atomic_store(&planned_wake, 0);
@@ -172,7 +185,13 @@ static int start_thread(void)
 	if (ret)
 		return ret;
 	thread_started = true;
+	atomic_store(&orphaned, false);
 	return 0;
+}
+
+bool sverbs_timer_orphaned(void)
+{
+	return atomic_load_explicit(&orphaned, memory_order_relaxed);
 }
 
 int sverbs_timer_add(struct sverbs_timer_entry *e, void (*fire)(void *arg),

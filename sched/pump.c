@@ -433,6 +433,9 @@ static bool sv_ring_now(struct sverbs_qp *sqp, enum sv_pump_why why,
 		sqp->held_at = *now;
 		sv_cq_held(sqp->scq, sqp, true);
 		sqp->arm_deadline = deadline; /* armed once the lock is free */
+	} else if (sverbs_timer_orphaned()) {
+		/* a child of fork(): the hold's deadline has no thread yet */
+		sqp->arm_deadline = deadline;
 	}
 	return false;
 }

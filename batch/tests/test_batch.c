@@ -4,6 +4,7 @@
  * thread: test_timer.c).
  */
 #include <CUnit/Basic.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -352,6 +353,53 @@ static void test_timer_after_fork(void)
 	sverbs_timer_del(&e);
 }
 
+/*
+ * A fork while the timer thread is inside an entry's fire(): the fire holds
+ * a lock of its owner (a QP's, the provider's send queue's), and a child
+ * forked meanwhile would inherit it taken, with no thread to release it.
+ * fork() waits for the fire to return.  The fire here holds a mutex for
+ * 300 ms; the child must be able to take it (alarm() bounds a hang).
+ */
+static pthread_mutex_t fire_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int in_fire;
+
+static void on_fire_locked(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&fire_mu);
+	atomic_store(&in_fire, 1);
+	usleep(300 * 1000);
+	atomic_store(&in_fire, 0);
+	pthread_mutex_unlock(&fire_mu);
+	atomic_fetch_add(&fired, 1);
+}
+
+static void test_timer_fork_during_fire(void)
+{
+	struct sverbs_timer_entry e;
+	int i, status = -1;
+	pid_t pid;
+
+	atomic_store(&fired, 0);
+	CU_ASSERT_EQUAL_FATAL(sverbs_timer_add(&e, on_fire_locked, NULL, 0), 0);
+	sverbs_timer_arm(&e, sverbs_now_ns() + 100 * US);
+	for (i = 0; i < 5000 && !atomic_load(&in_fire); i++)
+		usleep(1000);
+	CU_ASSERT_FATAL(atomic_load(&in_fire));
+	pid = fork();
+	CU_ASSERT_FATAL(pid >= 0);
+	if (!pid) {
+		alarm(10);
+		pthread_mutex_lock(&fire_mu);
+		pthread_mutex_unlock(&fire_mu);
+		_exit(0);
+	}
+	CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+	CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	wait_fired(1);
+	sverbs_timer_del(&e);
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -376,6 +424,8 @@ int main(void)
 	CU_add_test(s, "stats and quantile", test_stats_and_quantile);
 	CU_add_test(s, "16.9 timer fires in a forked child",
 		    test_timer_after_fork);
+	CU_add_test(s, "fork while the timer thread fires",
+		    test_timer_fork_during_fire);
 	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_basic_run_tests();
 	failed = CU_get_number_of_tests_failed();

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cu_run.h"
@@ -2979,6 +2980,65 @@ static void budget_setup(uint32_t budget_us)
 	budget_setup_levels(budget_us, 0, 4);
 }
 
+/*
+ * A fork while a QP holds WRs: the child has no timer thread, and its next
+ * post joins the same hold (no new deadline is armed).  The child's timer
+ * must still ring them by the deadline, with no poll or arm from it.
+ */
+static int posted_locked(int i)
+{
+	int n;
+
+	pthread_spin_lock(&sqp[i]->lock);
+	n = fk->sq[i].posted;
+	pthread_spin_unlock(&sqp[i]->lock);
+	return n;
+}
+
+static atomic_int warm_fired;
+
+static void warm_fire(void *arg)
+{
+	(void)arg;
+	atomic_store(&warm_fired, 1);
+}
+
+static void test_budget_hold_across_fork(void)
+{
+	struct sverbs_timer_entry warm;
+	int i, status = -1;
+	pid_t pid;
+
+	budget_setup(500 * 1000);
+	/*
+	 * The timer thread past its start-up before the fork (one fire):
+	 * GCC 12's ASan does not lock its allocator across fork() (see
+	 * batch/tests/test_batch.c, 16.9).
+	 */
+	atomic_store(&warm_fired, 0);
+	CU_ASSERT_EQUAL_FATAL(sverbs_timer_add(&warm, warm_fire, NULL, 0), 0);
+	sverbs_timer_arm(&warm, sverbs_now_ns() + 1000);
+	for (i = 0; i < 5000 && !atomic_load(&warm_fired); i++)
+		usleep(1000);
+	sverbs_timer_del(&warm);
+	post_each(2, -1, 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 1);
+	CU_ASSERT_TRUE_FATAL(sqp[0]->held);
+	pid = fork();
+	CU_ASSERT_FATAL(pid >= 0);
+	if (!pid) {
+		alarm(20);
+		post(sqp[0], 200, IBV_WR_RDMA_WRITE, 64, IBV_SEND_SIGNALED);
+		/* liveness, not speed: the deadline is 0.5 s, wait up to 10 */
+		for (i = 0; i < 10000 && posted_locked(0) < 3; i++)
+			usleep(1000);
+		_exit(posted_locked(0) == 3 ? 0 : 1);
+	}
+	CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+	CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	teardown();
+}
+
 /* Under load, WRs posted one per call leave in one chain; poll rings. */
 static void test_budget_holds_until_poll(void)
 {
@@ -4078,6 +4138,8 @@ int main(void)
 		{ "pass-through: ibv_wr_* batches", test_pt_wr_api },
 		{ "pass-through: random", test_pt_random },
 		{ "budget: held until poll", test_budget_holds_until_poll },
+		{ "budget: a hold across fork() is rung in the child",
+		  test_budget_hold_across_fork },
 		{ "18.2 budget: a closed loop stays in pass-through",
 		  test_watch_closed_loop },
 		{ "18.2 budget: posts that run ahead leave pass-through",
