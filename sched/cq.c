@@ -150,6 +150,12 @@ void sv_cq_held(struct sverbs_cq *scq, struct sverbs_qp *sqp, bool held)
 	}
 }
 
+/* The provider polls this CQ without a lock (single-threaded). */
+bool sv_cq_lockless(const struct sverbs_cq *scq)
+{
+	return scq->ad->cq_lockless && scq->ad->cq_lockless(scq->cq);
+}
+
 /* ------------------------------------------------------------ headroom */
 
 bool sv_hr_take(struct sverbs_cq *scq)
@@ -455,8 +461,7 @@ static void hr_set_limit(struct sverbs_cq *scq)
  */
 int sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
-	if (scq->nqp && scq->ad->resize_cq &&
-	    !(scq->ad->cq_lockless && scq->ad->cq_lockless(scq->cq)) &&
+	if (scq->nqp && scq->ad->resize_cq && !sv_cq_lockless(scq) &&
 	    scq->nqp >= scq->hr_total / scq->cfg.cq_headroom &&
 	    !scq->ad->resize_cq(scq->cq, (int)(scq->app_cqe + scq->hr_total +
 					       scq->cfg.cq_headroom)))

@@ -302,6 +302,18 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	sqp->qp = qp;
 	sqp->scq = send_cq;
 	sqp->cfg = *cfg;
+	/*
+	 * A provider that takes no locks (mlx5's MLX5_SINGLE_THREADED: its CQ
+	 * is lockless) promises one thread: the budget's timer thread would
+	 * post beside it.  No budget then.
+	 */
+	if (sqp->cfg.batch_budget_us && sv_cq_lockless(send_cq)) {
+		sv_log(ad, qp->context, SVERBS_LOG_INFO,
+		       "sverbs: QP %u: no batch budget, the provider takes no "
+		       "locks (single-threaded)",
+		       qp->qp_num);
+		sqp->cfg.batch_budget_us = 0;
+	}
 	sqp->qp_num = qp->qp_num;
 	sqp->qp_type = qp->qp_type;
 	sqp->sig_all = attr->sq_sig_all;

@@ -2995,6 +2995,25 @@ static int posted_locked(int i)
 	return n;
 }
 
+/*
+ * A provider that takes no locks (mlx5 with MLX5_SINGLE_THREADED, its CQ
+ * lockless): the budget's timer thread would post beside the application's
+ * only thread.  Such a QP never holds and gets no timer.
+ */
+static void test_budget_off_when_lockless(void)
+{
+	cfg_default();
+	cfg.batch_budget_us = 10 * 1000 * 1000;
+	setup(64);
+	fk->cq_lockless = true;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 32, false));
+	CU_ASSERT_FALSE(sqp[0]->timer_on);
+	post_each(10, -1, 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 10);
+	CU_ASSERT_FALSE(sqp[0]->held);
+	teardown();
+}
+
 static atomic_int warm_fired;
 
 static void warm_fire(void *arg)
@@ -4138,6 +4157,8 @@ int main(void)
 		{ "pass-through: ibv_wr_* batches", test_pt_wr_api },
 		{ "pass-through: random", test_pt_random },
 		{ "budget: held until poll", test_budget_holds_until_poll },
+		{ "budget: none where the provider takes no locks",
+		  test_budget_off_when_lockless },
 		{ "budget: a hold across fork() is rung in the child",
 		  test_budget_hold_across_fork },
 		{ "18.2 budget: a closed loop stays in pass-through",
