@@ -958,11 +958,15 @@ int sverbs_poll_fixup(struct sverbs_cq *scq, struct ibv_wc *wc, int n)
 
 int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only)
 {
+	bool locked;
+
 	if (cq_fast(scq))
 		return scq->ad->req_notify_cq(scq->cq, solicited_only);
-	pthread_spin_lock(&scq->lock);
+	/* false: inside this thread's extended poll, the CQ lock is its own */
+	locked = sv_cq_lock_post(scq);
 	pump_waiting(scq, SV_PUMP_ARM);
-	pthread_spin_unlock(&scq->lock);
+	if (locked)
+		pthread_spin_unlock(&scq->lock);
 	/*
 	 * Armed for every completion: the layer's own WQEs complete
 	 * unsolicited, and a queued WR may wait for one of them; a sleeper

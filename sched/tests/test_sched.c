@@ -1604,6 +1604,37 @@ static void test_wr_api(void)
  * completion of the very QP it builds on.  Red: the poll spins on the QP's
  * lock its own batch holds (the test hangs; meson's timeout ends it).
  */
+/*
+ * ibv_req_notify_cq() from inside an extended-CQ poll loop (between
+ * start_poll and end_poll, which hold the layer's CQ lock): stock arms take
+ * no CQ lock, so this works there.  Red: the arm spun on the lock its own
+ * thread held (the test hangs; meson's timeout ends it).
+ */
+static void test_ex_cq_arm_inside(void)
+{
+	struct ibv_cq_ex *cx;
+	struct ibv_poll_cq_attr pa = {};
+	int calls;
+
+	cfg_default();
+	setup(64);
+	fk_install_ex();
+	cx = &fk->cqx;
+	CU_ASSERT_TRUE_FATAL(
+		sverbs_cq_install_ex_ops(scq, cx, IBV_WC_STANDARD_FLAGS));
+	mkqp(0, 16, false);
+	CU_ASSERT_EQUAL(post(sqp[0], 7, IBV_WR_SEND, 5, IBV_SEND_SIGNALED), 0);
+	fk_complete(0, -1);
+	CU_ASSERT_EQUAL_FATAL(cx->start_poll(cx, &pa), 0);
+	CU_ASSERT_EQUAL(cx->wr_id, 7);
+	calls = fk->notify_calls;
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
+	CU_ASSERT_EQUAL(fk->notify_calls, calls + 1);
+	CU_ASSERT_EQUAL(cx->next_poll(cx), ENOENT);
+	cx->end_poll(cx);
+	teardown();
+}
+
 static void test_wr_batch_poll_inside(void)
 {
 	struct ibv_qp_ex *qx = &fake_qpx;
@@ -4126,6 +4157,8 @@ int main(void)
 		{ "headroom freed by a RESET", test_headroom_freed_by_reset },
 		{ "arm for solicited completions", test_arm_solicited },
 		{ "extended CQ", test_ex_cq },
+		{ "extended CQ: arm inside the poll loop",
+		  test_ex_cq_arm_inside },
 		{ "wr_* API", test_wr_api },
 		{ "wr_* batch: poll and arm inside it",
 		  test_wr_batch_poll_inside },
