@@ -2442,6 +2442,62 @@ static int cmd_post_state(void)
 		ibv_destroy_qp(qp);
 		ibv_destroy_qp(t);
 	}
+	/*
+	 * A list to a QP in INIT whose second WR states a priority: in
+	 * pass-through rxe takes the first as stock, its doorbell fails, and
+	 * the rest must still be taken (by the layer), as stock takes the
+	 * whole list: EINVAL with bad_wr NULL says "all taken, not rung".
+	 * Once in RTS, the next post rings them: all three complete once.
+	 */
+	{
+		struct ibv_qp *t = make_qp(&tdev, r.t_scq, r.t_rcq, 4, 4);
+		struct ibv_send_wr l[2];
+		struct ibv_sge lg[2];
+		struct rcomp c[R_MAX];
+		int n, k, once;
+
+		qp = make_qp(&sdev, r.scq, r.s_rcq, SQ_DEPTH, 4);
+		qp_init(qp);
+		qp_init(t);
+		for (k = 0; k < 2; k++) {
+			refused_wr(&l[k], &lg[k], &r, make_wrid(3, (uint32_t)k),
+				   IBV_WR_RDMA_WRITE, 4096 * (size_t)(4 + k),
+				   64, k ? SVERBS_PRIO(2) : 0);
+			l[k].next = k ? NULL : &l[1];
+		}
+		bad = &l[1];
+		ret = ibv_post_send(qp, l, &bad);
+		check(ret == EINVAL && !bad,
+		      "post-state: a list with a priority at its second WR to "
+		      "a QP in INIT: EINVAL, bad_wr NULL (got %d, bad_wr %s)",
+		      ret, bad ? "set" : "NULL");
+		qp_rtr_rts(&sdev, qp, &tdev, t);
+		qp_rtr_rts(&tdev, t, &sdev, qp);
+		refused_wr(&w[0], &g[0], &r, make_wrid(3, 2), IBV_WR_RDMA_WRITE,
+			   4096 * 6, 64, SVERBS_PRIO(2));
+		ret = ibv_post_send(qp, &w[0], &bad);
+		check(!ret, "post-state: in RTS the next post goes (got %d)",
+		      ret);
+		n = refused_poll(qp, &r, c, 3);
+		/* (across levels in any order: docs/semantics.md) */
+		for (k = 0, once = 0; k < n; k++) {
+			uint64_t id = c[k].wr_id;
+			int bit = id == l[0].wr_id   ? 1
+				  : id == l[1].wr_id ? 2
+				  : id == w[0].wr_id ? 4
+						     : 8;
+
+			if (c[k].status != IBV_WC_SUCCESS || (once & bit))
+				bit = 8;
+			once |= bit;
+		}
+		check(n == 3 && once == 7,
+		      "post-state: the list taken in INIT and the next post "
+		      "complete, once each, successfully (%d completions)",
+		      n);
+		ibv_destroy_qp(qp);
+		ibv_destroy_qp(t);
+	}
 	/* 2^k - 1: rxe rounds a CQ up to 2^k - 1 entries, which would hide
 	 * a resize that dropped the headroom */
 	want = 8 * SQ_DEPTH - 1;
