@@ -13,6 +13,8 @@
 #include <set>
 #include <sstream>
 
+#include "credits.hpp"
+
 namespace sv {
 
 Result<Endpoint> parse_endpoint(std::string_view s) {
@@ -277,9 +279,15 @@ void parse_into(const toml::table& root, Config& c) {
         ch.finish();
         if (c.channel.reconnect_max_ms < c.channel.reconnect_min_ms)
             ch.fail_here("[channel] reconnect_max_ms must be >= reconnect_min_ms");
-        if (c.channel.max_frame_bytes > c.channel.large_ring_bytes / 2 &&
+        // The sender takes the ring in 64-byte units (credits.hpp), at most half of it
+        // for one frame: a frame of max_frame_bytes must fit, rounded up, in half the
+        // ring rounded down.
+        if (ring_round(c.channel.max_frame_bytes) >
+                c.channel.large_ring_bytes / kRingUnit * kRingUnit / 2 &&
             c.channel.transport == TransportKind::Rdma)
-            ch.fail_here("[channel] max_frame_bytes must be at most half of large_ring_bytes");
+            ch.fail_here(
+                "[channel] max_frame_bytes (rounded up to 64 B) must be at most half of "
+                "large_ring_bytes (rounded down to 64 B)");
     }
 
     if (auto* t = subtable(r, "ingress", file)) {

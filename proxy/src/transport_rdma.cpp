@@ -994,7 +994,8 @@ void RdmaChannel::handle_frame(const char* p, size_t n) {
 
 Status RdmaChannel::link_hello(const Hello& hello) {
     const auto& ch = opts_.channel;
-    if (hello.slot_bytes != slot_bytes_ || hello.ring_bytes / 2 < ch.max_frame_bytes ||
+    if (hello.slot_bytes != slot_bytes_ ||
+        hello.ring_bytes / kRingUnit * kRingUnit / 2 < ring_round(ch.max_frame_bytes) ||
         hello.max_frame > ch.max_frame_bytes)
         return make_error(fmt::format(
             "peer's [channel] differs: slot_bytes {} (ours {}), large ring {} B, "

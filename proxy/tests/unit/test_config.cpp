@@ -124,6 +124,12 @@ void test_errors_name_line() {
         "[egress]\nlisten = \"127.0.0.1:1\"\n[[upstream]]\nname = \"a\"\n[[route]]\nprefix = "
         "\"/x\"\nupstream = \"b\"\n",
         "t.toml:5:", "unknown upstream 'b'");
+    // an RDMA ring that holds no frame of max_frame_bytes: the sender allocates 64-byte units
+    // and at most half the ring (100000 B: 99968 usable, a 50000-B frame takes 50048)
+    expect_error(
+        "[channel]\ntransport = \"rdma\"\nlarge_ring_bytes = 100000\nmax_frame_bytes = "
+        "50000\nslot_bytes = 4096\n[egress]\nlisten=\"a:1\"\n",
+        "t.toml:1:", "half of large_ring_bytes");
     // a send pool of one chunk (or none) on line 2
     expect_error("[channel]\nrdma_pool_chunks = 1\n[egress]\nlisten=\"a:1\"\n",
                  "t.toml:2:", "out of range");
