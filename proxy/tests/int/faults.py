@@ -208,6 +208,30 @@ def parallel(fn, args_list):
     return ts, res
 
 
+def answer_of(s):
+    """Reads an open connection until the peer closes it (or its timeout), closes it, and
+    counts the responses it carried."""
+    data = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+    except OSError:
+        pass
+    s.close()
+    rs = parse_responses(data)
+    return Answer(rs[0][0] if rs else 0, {}, b"", len(rs))
+
+
+def status_counts(answers):
+    codes = {}
+    for a in answers:
+        codes[a.status] = codes.get(a.status, 0) + 1
+    return codes
+
+
 def exactly_once(answers, what):
     counts = [a.count for a in answers]
     bad = [c for c in counts if c != 1]
@@ -1003,22 +1027,9 @@ def memory_bound(st):
     for s in slow:
         s.setblocking(True)
         s.settimeout(max(0.1, deadline - time.time()))
-        data = b""
-        try:
-            while True:
-                d = s.recv(65536)
-                if not d:
-                    break
-                data += d
-        except OSError:
-            pass
-        s.close()
-        rs = parse_responses(data)
-        answers.append(Answer(rs[0][0] if rs else 0, {}, b"", len(rs)))
+        answers.append(answer_of(s))
     exactly_once(answers, "slow requests")
-    codes = {}
-    for a in answers:
-        codes[a.status] = codes.get(a.status, 0) + 1
+    codes = status_counts(answers)
     print(f"slow requests answered: {codes}", flush=True)
     check(st.wait_200(), "still serves after the slow clients")
 
@@ -1056,22 +1067,9 @@ def memory_shed_once(st):
     answers = []
     for s in slow:
         s.settimeout(10)
-        data = b""
-        try:
-            while True:
-                d = s.recv(65536)
-                if not d:
-                    break
-                data += d
-        except OSError:
-            pass
-        s.close()
-        rs = parse_responses(data)
-        answers.append(Answer(rs[0][0] if rs else 0, {}, b"", len(rs)))
+        answers.append(answer_of(s))
     exactly_once(answers, "slow POSTs")
-    codes = {}
-    for a in answers:
-        codes[a.status] = codes.get(a.status, 0) + 1
+    codes = status_counts(answers)
     print(f"slow POSTs answered: {codes}", flush=True)
     check(codes.get(503, 0) > 0, "some slow POSTs were shed (the limit was reached)")
     check(st.wait_200(), "still serves after the slow clients")
