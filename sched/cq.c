@@ -60,30 +60,28 @@ void sv_log(const struct sverbs_adapter *ad, struct ibv_context *ctx,
 /* ------------------------------------------------------------ for the QP side
  */
 
-void sv_cq_lock(struct sverbs_cq *scq)
-{
-	pthread_spin_lock(&scq->lock);
-}
-
-void sv_cq_unlock(struct sverbs_cq *scq)
-{
-	pthread_spin_unlock(&scq->lock);
-}
-
 /*
  * The extended CQ this thread polls (between start_poll and end_poll, the
- * CQ lock held): a post from inside that loop may need the CQ lock
- * (sv_qp_leave_prepare()) and must not take it again.
+ * CQ lock held): a post, an arm, a QP's create, reset or destroy from
+ * inside that loop (stock rxe allows each; stock mlx5 the first three) must
+ * not take the lock again.
  */
 static __thread struct sverbs_cq *ex_polling;
 
-/* The CQ lock for a post; false: this thread holds it already. */
-bool sv_cq_lock_post(struct sverbs_cq *scq)
+/* The CQ lock; false: this thread holds it already (its extended poll). */
+bool sv_cq_lock(struct sverbs_cq *scq)
 {
 	if (ex_polling == scq)
 		return false;
 	pthread_spin_lock(&scq->lock);
 	return true;
+}
+
+/* taken: what sv_cq_lock() returned */
+void sv_cq_unlock(struct sverbs_cq *scq, bool taken)
+{
+	if (taken)
+		pthread_spin_unlock(&scq->lock);
 }
 
 /*
@@ -963,10 +961,9 @@ int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only)
 	if (cq_fast(scq))
 		return scq->ad->req_notify_cq(scq->cq, solicited_only);
 	/* false: inside this thread's extended poll, the CQ lock is its own */
-	locked = sv_cq_lock_post(scq);
+	locked = sv_cq_lock(scq);
 	pump_waiting(scq, SV_PUMP_ARM);
-	if (locked)
-		pthread_spin_unlock(&scq->lock);
+	sv_cq_unlock(scq, locked);
 	/*
 	 * Armed for every completion: the layer's own WQEs complete
 	 * unsolicited, and a queued WR may wait for one of them; a sleeper

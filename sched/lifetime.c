@@ -129,7 +129,7 @@ static int queue_setup(struct sverbs_qp *sqp)
 int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 {
 	/* (a post from an extended-CQ poll loop holds the CQ lock) */
-	bool locked = sv_cq_lock_post(sqp->scq);
+	bool locked = sv_cq_lock(sqp->scq);
 	int ret = 0;
 
 	pthread_spin_lock(&sqp->lock);
@@ -147,8 +147,7 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 			sv_qp_set_pt(sqp, SVERBS_PT_ON);
 	}
 	pthread_spin_unlock(&sqp->lock);
-	if (locked)
-		sv_cq_unlock(sqp->scq);
+	sv_cq_unlock(sqp->scq, locked);
 	return ret;
 }
 
@@ -276,6 +275,7 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 				   const struct sverbs_config *cfg)
 {
 	struct sverbs_qp *sqp;
+	bool taken;
 	int l, ret;
 
 	if (!ad || !qp || !send_cq || !attr || !cfg ||
@@ -344,9 +344,9 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 		return sqp;
 	}
 	timer_setup(sqp);
-	sv_cq_lock(send_cq);
+	taken = sv_cq_lock(send_cq);
 	ret = queue_setup(sqp);
-	sv_cq_unlock(send_cq);
+	sv_cq_unlock(send_cq, taken);
 	if (ret) {
 		if (sqp->timer_on)
 			sverbs_timer_del(&sqp->timer);
@@ -361,15 +361,17 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 void sverbs_qp_modify_pre(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 			  int attr_mask)
 {
+	bool taken;
+
 	/*
 	 * Keep real completions the reset would discard (mlx5 cleans the
 	 * CQ); a QP in pass-through behaves as stock.
 	 */
 	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET &&
 	    !atomic_load(&sqp->fast.pt)) {
-		sv_cq_lock(sqp->scq);
+		taken = sv_cq_lock(sqp->scq);
 		sv_cq_drain(sqp->scq);
-		sv_cq_unlock(sqp->scq);
+		sv_cq_unlock(sqp->scq, taken);
 	}
 }
 
@@ -377,11 +379,12 @@ void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 			   int attr_mask, int ret)
 {
 	struct sv_emit e = { .scq = sqp->scq };
+	bool taken;
 
 	if (ret || !(attr_mask & IBV_QP_STATE))
 		return;
 	if (attr->qp_state == IBV_QPS_RESET) {
-		sv_cq_lock(sqp->scq);
+		taken = sv_cq_lock(sqp->scq);
 		pthread_spin_lock(&sqp->lock);
 		sv_qp_flush_all(sqp, &e);
 		sqp->dead = false;
@@ -389,7 +392,7 @@ void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 		sqp->nop_owed = false;
 		pthread_spin_unlock(&sqp->lock);
 		sv_cq_headroom_back(sqp->scq);
-		sv_cq_unlock(sqp->scq);
+		sv_cq_unlock(sqp->scq, taken);
 		return;
 	}
 	pthread_spin_lock(&sqp->lock);
@@ -405,29 +408,31 @@ void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 void sverbs_qp_destroy_pre(struct sverbs_qp *sqp)
 {
 	struct sverbs_cq *scq = sqp->scq;
+	bool taken;
 
 	/* no timer may pump a QP the provider is about to destroy */
 	if (sqp->timer_on)
 		sverbs_timer_del(&sqp->timer);
-	sv_cq_lock(scq);
+	taken = sv_cq_lock(scq);
 	/* in pass-through, stock: the provider cleans its completions */
 	if (!atomic_load(&sqp->fast.pt))
 		sv_cq_drain(scq);
 	pthread_spin_lock(&sqp->lock);
 	sv_cq_unlink(scq, sqp);
 	pthread_spin_unlock(&sqp->lock);
-	sv_cq_unlock(scq);
+	sv_cq_unlock(scq, taken);
 }
 
 void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 {
 	struct sverbs_cq *scq = sqp->scq;
 	struct sv_emit e = { .scq = scq };
+	bool taken;
 
 	if (ret) {
-		sv_cq_lock(scq);
+		taken = sv_cq_lock(scq);
 		sv_cq_relink(scq, sqp);
-		sv_cq_unlock(scq);
+		sv_cq_unlock(scq, taken);
 		if (sqp->timer_on &&
 		    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp,
 				     sqp->timer.tick_ns)) {
@@ -442,14 +447,14 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 		return;
 	}
 	live_del(sqp);
-	sv_cq_lock(scq);
+	taken = sv_cq_lock(scq);
 	pthread_spin_lock(&sqp->lock);
 	sv_qp_unhold(sqp);
 	sv_qp_flush_all(sqp, &e);
 	sv_cq_unregister(scq, sqp);
 	pthread_spin_unlock(&sqp->lock);
 	sv_cq_headroom_back(scq);
-	sv_cq_unlock(scq);
+	sv_cq_unlock(scq, taken);
 	if (sqp->qpx)
 		sv_objmap_remove(sqp->qpx);
 	qp_free(sqp);

@@ -1635,6 +1635,55 @@ static void test_ex_cq_arm_inside(void)
 	teardown();
 }
 
+/*
+ * A QP created, reset and destroyed from inside an extended-CQ poll loop of
+ * its send CQ: stock rxe takes no CQ lock for any of them (and stock mlx5
+ * none to create), so a program may do so; the layer's CQ lock is this
+ * thread's own there.  Red: each spun on that lock (alarm() ends the test).
+ */
+static void test_ex_cq_lifetime_inside(void)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_RESET };
+	struct ibv_cq_ex *cx;
+	struct ibv_poll_cq_attr pa = {};
+	struct ibv_wc wc[4];
+
+	cfg_default();
+	setup(64);
+	fk_install_ex();
+	cx = &fk->cqx;
+	CU_ASSERT_TRUE_FATAL(
+		sverbs_cq_install_ex_ops(scq, cx, IBV_WC_STANDARD_FLAGS));
+	mkqp(0, 16, false);
+	cfg.passthrough = true;
+	mkqp(1, 16, false);
+	cfg.passthrough = false;
+	CU_ASSERT_EQUAL(post(sqp[0], 7, IBV_WR_SEND, 5, IBV_SEND_SIGNALED), 0);
+	fk_complete(0, -1);
+	alarm(20);
+	CU_ASSERT_EQUAL_FATAL(cx->start_poll(cx, &pa), 0);
+	CU_ASSERT_EQUAL(cx->wr_id, 7);
+	/* a QP of the queue path (passthrough off), then its RESET */
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(2, 16, false));
+	CU_ASSERT_FALSE(atomic_load(&sqp[2]->fast.pt));
+	sverbs_qp_modify_pre(sqp[2], &attr, IBV_QP_STATE);
+	sverbs_qp_modify_post(sqp[2], &attr, IBV_QP_STATE, 0);
+	/* a destroy of either kind */
+	sverbs_qp_destroy_pre(sqp[1]);
+	sverbs_qp_destroy_post(sqp[1], 0);
+	sqp[1] = NULL;
+	sverbs_qp_destroy_pre(sqp[2]);
+	sverbs_qp_destroy_post(sqp[2], 0);
+	sqp[2] = NULL;
+	CU_ASSERT_EQUAL(cx->next_poll(cx), ENOENT);
+	cx->end_poll(cx);
+	alarm(0);
+	/* the CQ is whole: a new WR of QP 0 completes once */
+	CU_ASSERT_EQUAL(post(sqp[0], 8, IBV_WR_SEND, 5, IBV_SEND_SIGNALED), 0);
+	CU_ASSERT(drain(0, wc, 4) == 1 && wc[0].wr_id == 8);
+	teardown();
+}
+
 static void test_wr_batch_poll_inside(void)
 {
 	struct ibv_qp_ex *qx = &fake_qpx;
@@ -4159,6 +4208,8 @@ int main(void)
 		{ "extended CQ", test_ex_cq },
 		{ "extended CQ: arm inside the poll loop",
 		  test_ex_cq_arm_inside },
+		{ "extended CQ: QP create, reset, destroy inside the poll loop",
+		  test_ex_cq_lifetime_inside },
 		{ "wr_* API", test_wr_api },
 		{ "wr_* batch: poll and arm inside it",
 		  test_wr_batch_poll_inside },
