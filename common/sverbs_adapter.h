@@ -116,6 +116,14 @@ struct sverbs_adapter {
 	 * (sverbs_poll_needs_fixup()).
 	 */
 	void (*cq_sync)(struct ibv_cq *cq);
+	/*
+	 * Whether the provider posts to qp's send queue without a lock (mlx5:
+	 * a QP of a thread domain, whose doorbell register the domain's other
+	 * QPs share, unlocked too; or single-threaded): the application
+	 * promised one thread, so the layer adds none (no batch budget, whose
+	 * timer thread would post).  NULL: never.
+	 */
+	bool (*qp_lockless)(struct ibv_qp *qp);
 };
 
 #endif /* SVERBS_ADAPTER_H */

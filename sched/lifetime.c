@@ -304,13 +304,16 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	sqp->cfg = *cfg;
 	/*
 	 * A provider that takes no locks (mlx5's MLX5_SINGLE_THREADED: its CQ
-	 * is lockless) promises one thread: the budget's timer thread would
-	 * post beside it.  No budget then.
+	 * is lockless; a thread domain's QP: its send queue and doorbell) was
+	 * promised one thread: the budget's timer thread would post beside it.
+	 * No budget then.
 	 */
-	if (sqp->cfg.batch_budget_us && sv_cq_lockless(send_cq)) {
+	if (sqp->cfg.batch_budget_us &&
+	    (sv_cq_lockless(send_cq) ||
+	     (ad->qp_lockless && ad->qp_lockless(qp)))) {
 		sv_log(ad, qp->context, SVERBS_LOG_INFO,
 		       "sverbs: QP %u: no batch budget, the provider takes no "
-		       "locks (single-threaded)",
+		       "locks for it (single-threaded or a thread domain)",
 		       qp->qp_num);
 		sqp->cfg.batch_budget_us = 0;
 	}

@@ -83,6 +83,7 @@ const sverbs_adapter null_adapter = {
     "null",  null_post_send, null_poll_cq, null_arm, null_resize, null_log, nullptr,
     nullptr, nullptr,        null_nop,     nullptr,  nullptr,     nullptr,  null_consumed,
     nullptr,  // cq_sync: the glue's after-poll test (no provider lock here)
+    nullptr,  // qp_lockless: never
 };
 
 // How a WR goes down: straight to the null provider, or through the layer.

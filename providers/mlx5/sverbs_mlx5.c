@@ -60,6 +60,16 @@ static bool mlx5_sv_cq_lockless(struct ibv_cq *ibcq)
 }
 
 /*
+ * A QP of a thread domain (its send queue's lock off, its BlueFlame
+ * register the domain's, shared unlocked with the domain's other QPs) or
+ * of a single-threaded context.
+ */
+static bool mlx5_sv_qp_lockless(struct ibv_qp *ibqp)
+{
+	return !to_mqp(ibqp)->sq.lock.need_lock;
+}
+
+/*
  * _mlx5_post_send(): more SGEs than sq.max_gs (max_send_sge) or inline data
  * beyond max_inline_data: ENOMEM; the wr_set_sge_list / wr_set_inline_data
  * builders say ENOMEM too.
@@ -124,6 +134,7 @@ static const struct sverbs_adapter mlx5_adapter = {
 	.post_srq_recv = mlx5_post_srq_recv,
 	.sq_full = mlx5_sv_sq_full,
 	.cq_lockless = mlx5_sv_cq_lockless,
+	.qp_lockless = mlx5_sv_qp_lockless,
 	.limit_err = mlx5_sv_limit_err,
 	.poll_cq = mlx5_sv_stock_poll_cq,
 	.req_notify_cq = mlx5_arm_cq,

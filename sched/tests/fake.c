@@ -300,6 +300,12 @@ static bool fk_cq_lockless(struct ibv_cq *cq)
 	return fk->cq_lockless;
 }
 
+static bool fk_qp_lockless(struct ibv_qp *qp)
+{
+	(void)qp;
+	return fk->qp_lockless;
+}
+
 /* What the fake provider says for a WR beyond a limit (mlx5-like when set). */
 static int fk_limit_err(enum sverbs_wr_limit what, bool wr_api)
 {
@@ -342,6 +348,7 @@ const struct sverbs_adapter fk_adapter = {
 	.post_send = fk_post_send,
 	.sq_full = fk_sq_full,
 	.cq_lockless = fk_cq_lockless,
+	.qp_lockless = fk_qp_lockless,
 	.limit_err = fk_limit_err,
 	.poll_cq = fk_poll_cq,
 	.req_notify_cq = fk_req_notify_cq,

@@ -67,6 +67,7 @@ struct fk {
 	bool resize_fails;
 	bool resize_round; /* resize gives 2^n - 1 >= the size asked (rxe) */
 	bool cq_lockless;  /* the provider polls the CQ without a lock */
+	bool qp_lockless;  /* ... and posts without one (a thread domain) */
 	int limit_err; /* errno for a WR beyond the QP's limits (0: EINVAL) */
 	bool flush_signaled_only;
 	int post_fail_at;  /* >0: fail the post_send of WQE number n (ENOMEM) */

@@ -3094,6 +3094,31 @@ static void test_budget_off_when_lockless(void)
 	teardown();
 }
 
+/*
+ * A QP whose send queue the provider posts to without a lock (mlx5: a QP
+ * of a thread domain, whose doorbell register its other QPs share, also
+ * unlocked), on a CQ that has one: the application promised one thread for
+ * the domain; the timer thread would ring that register beside it.  No
+ * budget for it; a QP with a lock on the same CQ keeps its own.
+ */
+static void test_budget_off_when_qp_lockless(void)
+{
+	cfg_default();
+	cfg.batch_budget_us = 10 * 1000 * 1000;
+	setup(64);
+	fk->qp_lockless = true;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 32, false));
+	fk->qp_lockless = false;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 32, false));
+	CU_ASSERT_EQUAL(sqp[0]->cfg.batch_budget_us, 0);
+	CU_ASSERT_FALSE(sqp[0]->timer_on);
+	CU_ASSERT_TRUE(sqp[1]->timer_on);
+	post_each(10, -1, 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 10);
+	CU_ASSERT_FALSE(sqp[0]->held);
+	teardown();
+}
+
 static atomic_int warm_fired;
 
 static void warm_fire(void *arg)
@@ -4243,6 +4268,8 @@ int main(void)
 		{ "budget: held until poll", test_budget_holds_until_poll },
 		{ "budget: none where the provider takes no locks",
 		  test_budget_off_when_lockless },
+		{ "budget: none for a QP the provider posts to without a lock",
+		  test_budget_off_when_qp_lockless },
 		{ "budget: a hold across fork() is rung in the child",
 		  test_budget_hold_across_fork },
 		{ "18.2 budget: a closed loop stays in pass-through",

@@ -16,7 +16,8 @@ if [ ! -x "$bin" ]; then
 	exit 1
 fi
 # (the test sets its own SVERBS_* configuration and drops the caller's;
-# --glue: the context's entry points in pass-through, its own process for
-# its own configuration)
+# --glue: the context's entry points in pass-through, --budget: a batch
+# budget; each its own process for its own configuration)
 "$bin"
+"$bin" --budget
 exec "$bin" --glue

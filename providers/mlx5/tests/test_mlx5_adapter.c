@@ -74,6 +74,11 @@ static struct fake f;
  * number; mlx5 polls them with another function)
  */
 static int fx_cqe_ver;
+/*
+ * The next setup()'s QP posts without a lock, as mlx5 makes a QP of a
+ * thread domain (mlx5_spinlock_init_pd()) or of a single-threaded context
+ */
+static bool fx_sq_lockless;
 
 static struct ibv_cq *ibcq(void)
 {
@@ -152,7 +157,7 @@ static void fake_qp_init(bool sig_all)
 	qp->sq.wqe_head = calloc(WQE_CNT, sizeof(*qp->sq.wqe_head));
 	qp->sq.wr_data = calloc(WQE_CNT, sizeof(*qp->sq.wr_data));
 	CU_ASSERT_FATAL(qp->sq.wrid && qp->sq.wqe_head && qp->sq.wr_data);
-	mlx5_spinlock_init(&qp->sq.lock, 1);
+	mlx5_spinlock_init(&qp->sq.lock, !fx_sq_lockless);
 	mlx5_spinlock_init(&qp->rq.lock, 1);
 	qp->db = f.qp_db;
 	qp->max_inline_data = MAX_INLINE;
@@ -193,6 +198,8 @@ static void setup(bool sig_all, bool prefer_bf)
 	f.ctx = calloc(1, sizeof(*f.ctx));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(f.ctx);
 	f.ctx->ibv_ctx.context.device = &f.dev;
+	/* a verbs_context, as every provider's (verbs_log() of the layer) */
+	f.ctx->ibv_ctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
 	f.ctx->dbg_fp = stderr;
 	f.ctx->prefer_bf = prefer_bf;
 	f.ctx->shut_up_bf = 0;
@@ -1266,6 +1273,49 @@ static int glue_main(void)
 	return fails ? 1 : 0;
 }
 
+/*
+ * test_mlx5_adapter --budget: a budget of 50 us configured (its own
+ * process: the configuration is read once).  A thread domain's QP (its
+ * send queue's lock off; mlx5 gives the domain one BlueFlame register, which
+ * its QPs share without a lock) gets none: the timer thread that rings held
+ * WRs would ring that register beside the domain's one thread.  A QP with
+ * its lock keeps the budget.
+ */
+static void test_budget_thread_domain(void)
+{
+	struct sverbs_qp_stats st;
+
+	fx_sq_lockless = true;
+	setup(false, false);
+	fx_sq_lockless = false;
+	sverbs_qp_get_stats(f.qp->sv, &st);
+	CU_ASSERT_EQUAL(st.batch_budget_ns, 0);
+	teardown();
+	setup(false, false);
+	sverbs_qp_get_stats(f.qp->sv, &st);
+	CU_ASSERT_EQUAL(st.batch_budget_ns, 50 * 1000);
+	teardown();
+}
+
+static int budget_main(void)
+{
+	unsigned int fails;
+	CU_pSuite s;
+
+	setenv("SVERBS_BATCH_BUDGET_US", "50", 1);
+	if (CU_initialize_registry() != CUE_SUCCESS)
+		return 1;
+	s = CU_add_suite("mlx5 budget", NULL, NULL);
+	if (!s || !CU_add_test(s, "budget: none for a thread domain's QP",
+			       test_budget_thread_domain))
+		return 1;
+	CU_basic_set_mode(CU_BRM_VERBOSE);
+	CU_basic_run_tests();
+	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+	CU_cleanup_registry();
+	return fails ? 1 : 0;
+}
+
 /* ------------------------------------------------------------ counting */
 
 /*
@@ -1509,6 +1559,8 @@ int main(int argc, char **argv)
 		return count_main(argc, argv);
 	if (argc == 2 && !strcmp(argv[1], "--glue"))
 		return glue_main();
+	if (argc == 2 && !strcmp(argv[1], "--budget"))
+		return budget_main();
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
 	s = CU_add_suite("mlx5 adapter", NULL, NULL);
