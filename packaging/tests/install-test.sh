@@ -72,6 +72,7 @@ if [ "${3:-}" != --guest ]; then
 	check "sverbs-flowgen Depends on sverbs (= version) and OpenBLAS" \
 		grep -Eq 'sverbs \(= [^)]+\).*libopenblas|libopenblas.*sverbs \(= [^)]+\)' <<<"$dep"
 	[ $fails = 0 ] || { echo "# $fails host check(s) failed"; exit 1; }
+	rm -rf "$X" # (exec below ends this shell without its EXIT trap)
 
 	runner=${SVERBS_VM_RUNNER:-$SRCROOT/tests/vm/run-in-vm.sh}
 	why=$("$runner" --check 2>&1) || { echo "not ok - cannot start a guest: $why"; exit 1; }

@@ -1289,6 +1289,9 @@ def main():
         st.stop()
         if FAILS:
             st.dump()
+            print(f"logs and configuration kept in {st.dir}")
+        else:
+            shutil.rmtree(st.dir, ignore_errors=True)
     print(f"{name}: {len(FAILS)} failure(s)")
     return 1 if FAILS else 0
 
