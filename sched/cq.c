@@ -368,6 +368,7 @@ static void stale_room(struct sverbs_cq *scq)
 	       "completions may surface");
 	if (!scq->nstale)
 		return; /* no list at all: stale_add() keeps nothing */
+	free(scq->stale[0].park);
 	memmove(&scq->stale[0], &scq->stale[1],
 		sizeof(scq->stale[0]) * (scq->nstale - 1));
 	scq->nstale--;
@@ -388,32 +389,67 @@ static void stale_add(struct sverbs_cq *scq, const struct sverbs_qp *sqp)
 	scq->stale[i].qp_num = sqp->qp_num;
 	scq->stale[i].sealed = false;
 	scq->stale[i].seq_end = sqp->seq_next;
+	/*
+	 * Room for every CQE its WQEs in flight can make (one each); without
+	 * it, those a poll takes before a failed destroy are lost (logged).
+	 */
+	scq->stale[i].npark = 0;
+	scq->stale[i].park_cap = sqp->inflight_wqes;
+	scq->stale[i].park = NULL;
+	if (sqp->inflight_wqes) {
+		scq->stale[i].park =
+			calloc(sqp->inflight_wqes, sizeof(struct ibv_wc));
+		if (!scq->stale[i].park)
+			scq->stale[i].park_cap = 0;
+	}
 	backlog_set(scq);
 }
 
-/* Forget QP number qpn's record; returns where its wr_ids ended. */
-static uint64_t stale_del(struct sverbs_cq *scq, uint32_t qpn)
+/*
+ * Take QP number qpn's record out of the list into *rec (its parked CQEs
+ * are the caller's to free).  false: there is none.
+ */
+static bool stale_pop(struct sverbs_cq *scq, uint32_t qpn,
+		      struct sv_stale_qp *rec)
 {
-	uint64_t end;
 	uint32_t i;
 
 	for (i = 0; i < scq->nstale; i++) {
 		if (scq->stale[i].qp_num != qpn)
 			continue;
-		end = scq->stale[i].seq_end;
+		*rec = scq->stale[i];
 		scq->stale[i] = scq->stale[--scq->nstale];
-		return end;
+		return true;
 	}
-	return SV_SEQ_BASE;
+	return false;
 }
 
+static void stale_replay(struct sverbs_cq *scq, const struct sv_stale_qp *rec);
+
+/* Forget QP number qpn's record; returns where its wr_ids ended. */
+static uint64_t stale_del(struct sverbs_cq *scq, uint32_t qpn)
+{
+	struct sv_stale_qp rec;
+
+	if (!stale_pop(scq, qpn, &rec))
+		return SV_SEQ_BASE;
+	free(rec.park);
+	return rec.seq_end;
+}
+
+/* The provider destroyed it: what was parked is stale (flushed instead). */
 static void stale_seal(struct sverbs_cq *scq, uint32_t qpn)
 {
 	uint32_t i;
 
-	for (i = 0; i < scq->nstale; i++)
-		if (scq->stale[i].qp_num == qpn)
-			scq->stale[i].sealed = true;
+	for (i = 0; i < scq->nstale; i++) {
+		if (scq->stale[i].qp_num != qpn)
+			continue;
+		scq->stale[i].sealed = true;
+		free(scq->stale[i].park);
+		scq->stale[i].park = NULL;
+		scq->stale[i].npark = 0;
+	}
 }
 
 /*
@@ -432,16 +468,31 @@ static void stale_expire(struct sverbs_cq *scq)
 	}
 }
 
-/* A stale internal completion of a destroyed QP. */
-static bool stale_absorbs(const struct sverbs_cq *scq, const struct ibv_wc *wc)
+/*
+ * An internal completion of a destroyed QP (absorbed), or of one whose
+ * destroy is under way (parked).
+ */
+static bool stale_absorbs(struct sverbs_cq *scq, const struct ibv_wc *wc)
 {
+	struct sv_stale_qp *r;
 	uint32_t i;
 
-	for (i = 0; i < scq->nstale; i++)
-		if (scq->stale[i].qp_num == wc->qp_num &&
-		    wc->wr_id >= SV_SEQ_BASE &&
-		    wc->wr_id < scq->stale[i].seq_end)
+	for (i = 0; i < scq->nstale; i++) {
+		r = &scq->stale[i];
+		if (r->qp_num != wc->qp_num || wc->wr_id < SV_SEQ_BASE ||
+		    wc->wr_id >= r->seq_end)
+			continue;
+		if (r->sealed)
 			return true;
+		if (r->npark < r->park_cap)
+			r->park[r->npark++] = *wc;
+		else
+			sv_log(scq->ad, scq->cq->context, SVERBS_LOG_WARN,
+			       "sverbs: QP %u: no room to keep a completion "
+			       "while it is destroyed; lost if that fails",
+			       wc->qp_num);
+		return true;
+	}
 	return false;
 }
 
@@ -501,14 +552,23 @@ void sv_cq_unlink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 	stale_add(scq, sqp);
 }
 
-/* The provider failed to destroy it: back in the table. */
+/*
+ * The provider failed to destroy it: back in the table, and the CQEs of it
+ * that polls took meanwhile are its own (translated now, in their order;
+ * nothing of it can be in the ready ring or the raw CQ before them).
+ */
 void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
+	struct sv_stale_qp rec = { 0 };
+
 	if (!sqp->registered)
 		return;
-	stale_del(scq, sqp->qp_num);
+	stale_pop(scq, sqp->qp_num, &rec);
 	tab_put(scq->tab, scq->tab_mask, sqp);
 	wait_add(scq, sqp); /* it may hold WRs or wait for headroom */
+	if (rec.npark)
+		stale_replay(scq, &rec);
+	free(rec.park);
 }
 
 /* The provider destroyed it (unlinked already; CQ and QP locks held). */
@@ -599,6 +659,8 @@ void sverbs_cq_destroy(struct sverbs_cq *scq)
 		sv_objmap_remove(scq->cq_ex);
 	free(scq->ready);
 	free(scq->tab);
+	while (scq->nstale)
+		free(scq->stale[--scq->nstale].park);
 	free(scq->stale);
 	pthread_spin_destroy(&scq->wait_lock);
 	pthread_spin_destroy(&scq->lock);
@@ -827,6 +889,19 @@ void sv_cq_drain(struct sverbs_cq *scq)
 	} while (got == SV_POLL_BATCH);
 	if (got >= 0 && got < SV_POLL_BATCH && scq->nstale)
 		stale_expire(scq);
+	finish_round(scq, &t);
+}
+
+/* A failed destroy's parked CQEs, translated (CQ lock held). */
+static void stale_replay(struct sverbs_cq *scq, const struct sv_stale_qp *rec)
+{
+	struct sv_emit e = { .scq = scq };
+	struct sv_touched t;
+	uint32_t i;
+
+	t.n = 0;
+	for (i = 0; i < rec->npark; i++)
+		translate(scq, &rec->park[i], &e, &t);
 	finish_round(scq, &t);
 }
 

@@ -37,12 +37,17 @@ struct sv_ex_ops {
  * A QP destroyed recently: its stale CQEs are absorbed, never delivered.
  * Made when its destroy begins, sealed once the provider destroyed it (no
  * CQE of it can come after that); a sealed record expires when the raw CQ
- * is next polled empty, or passes to a new QP with the same number.
+ * is next polled empty, or passes to a new QP with the same number.  Until
+ * sealed, the CQEs a poll takes are parked: if the provider fails to
+ * destroy the QP, they are its own still (sv_cq_relink()).
  */
 struct sv_stale_qp {
 	uint32_t qp_num;
 	bool sealed;
+	uint32_t npark;
+	uint32_t park_cap;
 	uint64_t seq_end;
+	struct ibv_wc *park; /* [0, npark) of park_cap; NULL once sealed */
 };
 
 /* the stale list's first size; it doubles when more destroys overlap */

@@ -51,6 +51,8 @@ enum model_known {
 				* refused a WQE as "full" (ENOMEM, EAGAIN,
 				* EBUSY) while nothing of the QP was in
 				* flight (found by fuzz_wr: they stall) */
+	MK_DESTROY_FAIL = 1 << 7, /* the provider fails a destroy, after a
+				   * poll took CQEs of the QP meanwhile */
 };
 
 struct model_opts {

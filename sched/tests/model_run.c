@@ -905,6 +905,23 @@ static void qp_destroy(struct mqp *q)
 		poll_dry();
 }
 
+/*
+ * ibv_destroy_qp() fails (MK_DESTROY_FAIL): completions arrive and another
+ * thread polls while the provider tries; then the QP lives on, and every
+ * WR of it must complete as if nothing had happened.
+ */
+static void qp_destroy_fails(struct mqp *q)
+{
+	if (q->managed)
+		sverbs_qp_destroy_pre(q->sqp);
+	pthread_mutex_lock(&M->lock);
+	hw_complete(q, (int)rnd(3));
+	pthread_mutex_unlock(&M->lock);
+	do_poll(16);
+	if (q->managed)
+		sverbs_qp_destroy_post(q->sqp, EBUSY);
+}
+
 /* ------------------------------------------------------------ posting */
 
 static uint64_t pick_len(void)
@@ -1278,6 +1295,10 @@ static void fault(struct mqp *q)
 			sverbs_qp_modify_post(q->sqp, &attr, IBV_QP_STATE, 0);
 		break;
 	case 2: /* destroy it with work queued, make a new one */
+		if ((M->known & MK_DESTROY_FAIL) && chance(50)) {
+			qp_destroy_fails(q);
+			break;
+		}
 		qp_destroy(q);
 		qp_new();
 		if (M->known & MK_QPN_REUSE)

@@ -8,7 +8,7 @@
  *   test_model --seed S [--wrs W] one run, mismatches printed
  *   test_model --replay FILE      a fuzz_wr input (MODEL_VERBOSE=4: trace)
  *   options: --first-seed S, --wrs W (per run, default 20000),
- *            --known poll0,uc,resize,qpn-reuse,wrid,full-idle
+ *            --known poll0,uc,resize,qpn-reuse,wrid,full-idle,destroy-fail
  * (provoke the known defects of issue 16 part 1 and what this model found),
  * --timing (budgeted batching and adaptive slices too: clock-dependent, not
  * reproducible)
@@ -33,6 +33,7 @@ static unsigned int parse_known(const char *s)
 		{ "poll0", MK_POLL0 },	 { "uc", MK_UC },
 		{ "resize", MK_RESIZE }, { "qpn-reuse", MK_QPN_REUSE },
 		{ "wrid", MK_WRID },	 { "full-idle", MK_FULL_IDLE },
+		{ "destroy-fail", MK_DESTROY_FAIL },
 	};
 	unsigned int bits = 0;
 	size_t i;

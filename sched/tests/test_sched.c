@@ -1104,6 +1104,48 @@ static void test_modify_reset(void)
 	teardown();
 }
 
+/*
+ * ibv_destroy_qp() fails (the provider returns an error: the QP lives on).
+ * Completions of its WQEs that a poll took while the destroy was under way
+ * belong to it still: each WR completes once, with its own status, after
+ * the failure, and the QP goes on.  Red: the poll between the two halves
+ * dropped them as a destroyed QP's (the WRs never completed).
+ */
+static void test_destroy_fails(void)
+{
+	struct ibv_wc wc[64];
+	int count[16] = {}, i, n;
+
+	cfg_default();
+	setup(64);
+	mkqp(0, 32, false);
+	post(sqp[0], 1, IBV_WR_SEND, 100, IBV_SEND_SIGNALED);
+	post(sqp[0], 2, IBV_WR_RDMA_WRITE, 6 * SL, IBV_SEND_SIGNALED);
+	post(sqp[0], 3, IBV_WR_SEND, 100, IBV_SEND_SIGNALED);
+	sverbs_qp_destroy_pre(sqp[0]);
+	/* another thread's poll while the provider tries */
+	fk_complete(0, -1);
+	n = poll_all(wc, 64);
+	CU_ASSERT_EQUAL(n, 0);
+	sverbs_qp_destroy_post(sqp[0], EBUSY);
+	n = drain(0, wc, 64);
+	check_no_internal(wc, n);
+	count_ids(wc, n, count, 16);
+	for (i = 1; i <= 3; i++) {
+		CU_ASSERT_EQUAL(count[i], 1);
+		if (count[i])
+			CU_ASSERT_EQUAL(wc[find_wc(wc, n, i)].status,
+					IBV_WC_SUCCESS);
+	}
+	CU_ASSERT_EQUAL(n, 3);
+	CU_ASSERT_EQUAL(sqp[0]->queued, 0);
+	/* the QP goes on */
+	CU_ASSERT_EQUAL(post(sqp[0], 4, IBV_WR_SEND, 10, IBV_SEND_SIGNALED), 0);
+	n = drain(0, wc, 64);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 4 && wc[0].status == IBV_WC_SUCCESS);
+	teardown();
+}
+
 static void test_destroy_with_queued(void)
 {
 	struct ibv_wc wc[64];
@@ -4220,6 +4262,8 @@ int main(void)
 		{ "modify to ERR", test_modify_err },
 		{ "modify to RESET", test_modify_reset },
 		{ "destroy with queued WRs", test_destroy_with_queued },
+		{ "destroy fails: completions taken meanwhile are kept",
+		  test_destroy_fails },
 		{ "fence", test_fence },
 		{ "touched list overflow", test_touched_overflow },
 		{ "headroom shared", test_headroom_shared },
