@@ -7,7 +7,9 @@
 // explicit Credit frame when half the window is owed.  Control frames (Hello, Credit,
 // Ping, Pong, Goodbye) do not spend credits; they land in a small reserve of receives
 // (kControlReserve), enough because a side owes at most two explicit Credit frames at a
-// time (each returns >= window/2, and the peer cannot trigger more without being repaid).
+// time (each returns >= window/2, and the peer cannot trigger more without being repaid),
+// plus at most one Pong and one Credit per Ping of the peer (a heartbeat, or a sender short of
+// ring space asking, once per stall: RingAllocator::want_probe()).
 //
 // RDMA frames larger than a receive slot go by RDMA WRITE WITH IMMEDIATE into the peer's
 // large-frame ring; the ring is accounted in 64-byte units by RingAllocator (sender) and
@@ -17,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "common.hpp"
 
@@ -93,6 +96,7 @@ class RingAllocator {
     void reset(uint64_t size) {
         size_ = size / kRingUnit * kRingUnit;
         head_ = tail_ = 0;
+        probing_ = false;
     }
     uint64_t size() const { return size_; }
     uint64_t free_bytes() const { return size_ - (head_ - tail_); }
@@ -118,11 +122,16 @@ class RingAllocator {
         uint64_t b = units * kRingUnit;
         if (b > head_ - tail_) return make_error("peer released more ring space than used");
         tail_ += b;
+        if (units) probing_ = false;
         return {};
     }
+    // A frame did not fit: true when the peer should be asked for the space it owes (a Ping),
+    // once per stall: not again until the peer has returned some.
+    bool want_probe() { return !std::exchange(probing_, true); }
 
   private:
     uint64_t size_ = 0, head_ = 0, tail_ = 0;
+    bool probing_ = false;
 };
 
 // Receiver side: given each large frame's offset and length (in arrival order), how many
@@ -133,6 +142,7 @@ class RingReclaimer {
         size_ = size / kRingUnit * kRingUnit;
         expected_ = 0;
         owed_units_ = 0;
+        waiting_ = false;
     }
     Result<uint64_t> on_frame(uint64_t offset, uint64_t len) {
         uint64_t pos = expected_ % size_;
@@ -151,12 +161,21 @@ class RingReclaimer {
     uint32_t take_units() {
         uint32_t u = static_cast<uint32_t>(std::min<uint64_t>(owed_units_, UINT32_MAX));
         owed_units_ -= u;
+        if (u) waiting_ = false;
         return u;
     }
-    bool explicit_due() const { return owed_units_ * kRingUnit >= size_ / 2; }
+    // Half the ring owed; or the peer asked and something is owed: a frame that needs the wrap
+    // padding can need more than the free space while less than half is owed.
+    bool explicit_due() const {
+        return owed_units_ * kRingUnit >= size_ / 2 || (waiting_ && owed_units_ > 0);
+    }
+    // The peer asked (a Ping, which a sender short of ring space sends at once): the Pong
+    // returns what is owed; if nothing is, the next units owed go back in a Credit frame.
+    void peer_waits() { waiting_ = true; }
 
   private:
     uint64_t size_ = 0, expected_ = 0, owed_units_ = 0;
+    bool waiting_ = false;
 };
 
 }  // namespace sv

@@ -307,6 +307,10 @@ std::string MetricsRegistry::render() const {
             {"sverbs_proxy_channel_large_frames_total", "counter",
              "Frames sent by RDMA WRITE WITH IMM.",
              [](const ChannelMetrics& c) { return c.large_frames.get(); }},
+            {"sverbs_proxy_channel_ring_probes_total", "counter",
+             "RDMA: Pings sent at once because a large frame found no room in the peer's "
+             "ring (the peer returns what it owes).",
+             [](const ChannelMetrics& c) { return c.ring_probes.get(); }},
             {"sverbs_proxy_channel_send_posts_total", "counter",
              "RDMA: ibv_post_send calls (a system call each on rxe).",
              [](const ChannelMetrics& c) { return c.send_posts.get(); }},
@@ -352,6 +356,7 @@ void ChannelMetrics::store(const ChannelStats& s) {
     connects.v.store(s.connects, r);
     disconnects.v.store(s.disconnects, r);
     large_frames.v.store(s.large_frames, r);
+    ring_probes.v.store(s.ring_probes, r);
     send_posts.v.store(s.send_posts, r);
     signaled.v.store(s.signaled, r);
     inline_sends.v.store(s.inline_sends, r);

@@ -86,7 +86,7 @@ struct ChannelMetrics {
     std::string transport;
     Gauge up, credits_available, credits_owed;
     Counter bytes_tx, bytes_rx, frames_tx, frames_rx, credit_stalls, connects, disconnects,
-        large_frames;
+        large_frames, ring_probes;
     Counter send_posts, signaled, inline_sends, inline_bytes, copies, copied_bytes, recv_posts,
         cq_polls, cq_events;
     void store(const ChannelStats& s);  // every counter from the channel's statistics

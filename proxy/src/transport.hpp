@@ -24,6 +24,7 @@ struct ChannelStats {
     uint64_t credit_stalls = 0;  // a data frame wanted to go but no credit was left
     uint64_t connects = 0, disconnects = 0;
     uint64_t large_frames = 0;  // RDMA: frames sent by WRITE_WITH_IMM
+    uint64_t ring_probes = 0;  // RDMA: Pings sent at once because a large frame found no ring space
     // RDMA data path: verbs calls and copies into registered memory (per request: divide by
     // the requests; on rxe every post_send and every completion-channel read is a system call)
     uint64_t send_posts = 0;                // ibv_post_send calls
@@ -44,6 +45,7 @@ struct ChannelStats {
         connects += o.connects;
         disconnects += o.disconnects;
         large_frames += o.large_frames;
+        ring_probes += o.ring_probes;
         send_posts += o.send_posts;
         signaled += o.signaled;
         inline_sends += o.inline_sends;

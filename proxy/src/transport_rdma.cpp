@@ -836,10 +836,18 @@ Status RdmaChannel::send(std::string_view frame, int prio) {
         return make_error(Errc::NoCredit, "no credit");
     }
     auto st = post(frame, prio, true);
-    if (!st && st.error().code == Errc::NoCredit)
+    if (!st && st.error().code == Errc::NoCredit) {
         stats_.credit_stalls++;
-    else if (!st)
+        // No room in the peer's ring, and the peer may owe less than the half that makes it
+        // return space on its own (the wrap padding): ask now, not at the next heartbeat.
+        if (frame.size() > slot_bytes_ && !peer_ring_.can_alloc(frame.size()) &&
+            peer_ring_.want_probe()) {
+            stats_.ring_probes++;
+            send_control(FrameType::Ping);
+        }
+    } else if (!st) {
         down(st.error().message);
+    }
     return st;
 }
 
@@ -989,6 +997,9 @@ void RdmaChannel::handle_frame(const char* p, size_t n) {
         down("protocol error: " + st.error().message);
         return;
     }
+    // A Ping may come from a sender short of ring space: its Pong (on_frame) returns what is
+    // owed, and if nothing is, the next units owed go in a Credit (after_poll()).
+    if (h->type == FrameType::Ping) my_ring_.peer_waits();
     on_frame(h.value(), std::string_view(p + kFrameHeaderBytes, h->length));
 }
 

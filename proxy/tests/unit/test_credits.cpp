@@ -204,6 +204,80 @@ void test_ring_reclaimer_matches_allocator() {
     CU_ASSERT_FALSE(r.on_frame(128, 10).ok());  // not where the sender would put it
 }
 
+// One side sends large frames into the other's ring and nothing comes back on its own (the
+// peer's answers are slow): the only returns are explicit Credit frames, and the Pong that
+// answers a Ping (every header carries the ring units owed).  A frame that needs the wrap
+// padding can need more than the free space while less than half the ring is owed (no
+// Credit due): without a way to ask, it waits for the heartbeat.  Frames arrive either at once
+// or after the Ping (in flight while the sender probes).  Returns how many frames were sent
+// before the sender found itself stuck with no way to get space back (all of them: none).
+size_t simulate_ring_starvation(const std::vector<uint64_t>& lens, bool late_arrival) {
+    RingAllocator a;
+    RingReclaimer r;
+    a.reset(4096);
+    r.reset(4096);
+    std::deque<std::pair<uint64_t, uint64_t>> wire;  // (offset, len) sent, not yet arrived
+    auto arrive = [&] {
+        while (!wire.empty()) {
+            auto [off, len] = wire.front();
+            wire.pop_front();
+            auto u = r.on_frame(off, len);
+            CU_ASSERT_FATAL(u.ok());
+            r.consumed_units(u.value());
+            if (r.explicit_due()) CU_ASSERT_TRUE(a.release_units(r.take_units()).ok());  // Credit
+        }
+    };
+    size_t sent = 0;
+    for (uint64_t len : lens) {
+        auto off = a.alloc(len);
+        if (!off) {
+            if (!a.want_probe()) return sent;  // stuck until a heartbeat
+            if (!late_arrival) arrive();
+            r.peer_waits();                                        // the Ping
+            CU_ASSERT_TRUE(a.release_units(r.take_units()).ok());  // its Pong
+            arrive();
+            off = a.alloc(len);
+            if (!off) return sent;
+        }
+        wire.emplace_back(*off, len);
+        if (!late_arrival) arrive();
+        ++sent;
+    }
+    arrive();
+    return sent;
+}
+
+void test_ring_starvation() {
+    // 832 B at 0 (returned at once: 1856 = half the ring owed is not reached by it alone), then
+    // 1856 B at 832 (owed 1856 < 2048: no Credit), then 1600 B: 2688 + 1600 > 4096, so it
+    // needs 1408 B of padding + 1600 > 4096 - 1856 free.
+    const std::vector<uint64_t> lens = {2000, 832, 1856, 1600, 2048, 100, 1999, 1024, 1700};
+    CU_ASSERT_EQUAL(simulate_ring_starvation(lens, false), lens.size());
+    CU_ASSERT_EQUAL(simulate_ring_starvation(lens, true), lens.size());
+    // a probe is asked once per stall: none again before the peer returned space
+    RingAllocator a;
+    a.reset(4096);
+    CU_ASSERT_TRUE(a.alloc(2000).has_value());
+    CU_ASSERT_TRUE(a.alloc(2000).has_value());
+    CU_ASSERT_FALSE(a.alloc(64).has_value());
+    CU_ASSERT_TRUE(a.want_probe());
+    CU_ASSERT_FALSE(a.want_probe());
+    CU_ASSERT_TRUE(a.release_units(0).ok());  // a Pong with nothing: still asked
+    CU_ASSERT_FALSE(a.want_probe());
+    CU_ASSERT_TRUE(a.release_units(1).ok());
+    CU_ASSERT_TRUE(a.want_probe());
+    // the receiver: a Ping with nothing owed makes the next unit owed due at once
+    RingReclaimer r;
+    r.reset(4096);
+    r.peer_waits();
+    CU_ASSERT_FALSE(r.explicit_due());
+    r.consumed_units(1);
+    CU_ASSERT_TRUE(r.explicit_due());
+    CU_ASSERT_EQUAL(r.take_units(), 1u);
+    r.consumed_units(1);
+    CU_ASSERT_FALSE(r.explicit_due());  // answered: not due again below half the ring
+}
+
 // A simulated RC send queue: WRs execute in order; only signaled ones produce a completion,
 // which the owner polls some time later.  Posts mix slot SENDs, inline SENDs (no slot) and
 // WRITEs (staging units from a small ring), some forced signaled (control frames).  The queue wraps
@@ -379,6 +453,7 @@ int main() {
         {"heartbeat dispatch", test_heartbeat_beat},
         {"RDMA ring allocator", test_ring_allocator},
         {"RDMA ring reclaimer matches allocator", test_ring_reclaimer_matches_allocator},
+        {"RDMA ring: a sender short of space asks, the receiver returns it", test_ring_starvation},
         {"RDMA send queue wraps (selective signaling)", test_send_queue_wraps},
         {"RDMA send queue, every WR signaled", test_send_queue_every_one},
     };
