@@ -1247,30 +1247,46 @@ static void test_glue_cqe_version(void)
 	free(ctx);
 }
 
-static int glue_main(void)
+struct cu_test {
+	const char *name;
+	CU_TestFunc fn;
+};
+
+/* One CUnit suite of n tests, verbose; 0 when every test passed. */
+static int run_suite(const char *name, const struct cu_test *t, size_t n)
 {
 	unsigned int fails;
 	CU_pSuite s;
+	size_t i;
 
-	setenv("SVERBS_SLICE_ALWAYS", "0", 1);
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
-	s = CU_add_suite("mlx5 glue", NULL, NULL);
-	if (!s ||
-	    !CU_add_test(s, "glue: pass-through, then a priority leaves",
-			 test_glue_passthrough) ||
-	    !CU_add_test(s, "glue: the same with CQE version 1",
-			 test_glue_passthrough_v1) ||
-	    !CU_add_test(s, "glue: a reserved wr_id fails in pass-through",
-			 test_glue_reserved_wr_id) ||
-	    !CU_add_test(s, "glue: the poll entry of the context's CQE version",
-			 test_glue_cqe_version))
-		return 1;
+	s = CU_add_suite(name, NULL, NULL);
+	for (i = 0; i < n; i++)
+		if (!s || !CU_add_test(s, t[i].name, t[i].fn))
+			return 1;
 	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_basic_run_tests();
 	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
 	CU_cleanup_registry();
 	return fails ? 1 : 0;
+}
+
+static int glue_main(void)
+{
+	static const struct cu_test tests[] = {
+		{ "glue: pass-through, then a priority leaves",
+		  test_glue_passthrough },
+		{ "glue: the same with CQE version 1",
+		  test_glue_passthrough_v1 },
+		{ "glue: a reserved wr_id fails in pass-through",
+		  test_glue_reserved_wr_id },
+		{ "glue: the poll entry of the context's CQE version",
+		  test_glue_cqe_version },
+	};
+
+	setenv("SVERBS_SLICE_ALWAYS", "0", 1);
+	return run_suite("mlx5 glue", tests, sizeof(tests) / sizeof(tests[0]));
 }
 
 /*
@@ -1299,21 +1315,14 @@ static void test_budget_thread_domain(void)
 
 static int budget_main(void)
 {
-	unsigned int fails;
-	CU_pSuite s;
+	static const struct cu_test tests[] = {
+		{ "budget: none for a thread domain's QP",
+		  test_budget_thread_domain },
+	};
 
 	setenv("SVERBS_BATCH_BUDGET_US", "50", 1);
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("mlx5 budget", NULL, NULL);
-	if (!s || !CU_add_test(s, "budget: none for a thread domain's QP",
-			       test_budget_thread_domain))
-		return 1;
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
+	return run_suite("mlx5 budget", tests,
+			 sizeof(tests) / sizeof(tests[0]));
 }
 
 /* ------------------------------------------------------------ counting */
@@ -1525,10 +1534,7 @@ again:
 
 int main(int argc, char **argv)
 {
-	static const struct {
-		const char *name;
-		CU_TestFunc fn;
-	} tests[] = {
+	static const struct cu_test tests[] = {
 		{ "write slices: ctrl, raddr, dseg, signal",
 		  test_write_slices },
 		{ "read over 3 SGEs: slices straddle SGEs",
@@ -1551,8 +1557,6 @@ int main(int argc, char **argv)
 		{ "16.9 a receive error with an internal wr_id",
 		  test_recv_err_internal_wr_id },
 	};
-	CU_pSuite s;
-	unsigned int i, fails;
 
 	config_env();
 	if (argc >= 5 && argc <= 8 && !strcmp(argv[1], "--count"))
@@ -1561,14 +1565,6 @@ int main(int argc, char **argv)
 		return glue_main();
 	if (argc == 2 && !strcmp(argv[1], "--budget"))
 		return budget_main();
-	if (CU_initialize_registry() != CUE_SUCCESS)
-		return 1;
-	s = CU_add_suite("mlx5 adapter", NULL, NULL);
-	for (i = 0; s && i < sizeof(tests) / sizeof(tests[0]); i++)
-		CU_add_test(s, tests[i].name, tests[i].fn);
-	CU_basic_set_mode(CU_BRM_VERBOSE);
-	CU_basic_run_tests();
-	fails = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-	CU_cleanup_registry();
-	return fails ? 1 : 0;
+	return run_suite("mlx5 adapter", tests,
+			 sizeof(tests) / sizeof(tests[0]));
 }
