@@ -14,7 +14,9 @@
 # RDMA WRITE WITH IMMEDIATE both ways, several at once so the large-frame ring wraps and
 # fills), /matmul; 404/400/413; egress killed with a request in flight -> 502, restart ->
 # 200; compute killed -> 502, restart -> 200; a bounded wrk run without errors; SIGTERM drain.
-# Every wait is bounded; there are no timing thresholds.
+# Then once, on a pair of its own: a large frame that needs the ring's wrap padding while the
+# peer owes less than half the ring reaches it without waiting for the heartbeat
+# (ring_probe_case).  Every wait is bounded; there are no timing thresholds.
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../../.." && pwd)
