@@ -98,8 +98,13 @@ show() {  # show FILE...: print files indented (after a failed check)
 # RDMA CM id with --cm), run CLIENT, wait for SERVER.  Both run with
 # LD_DEBUG=libs (logs: $ITEST_OUT/NAME.{srv,cli}.ld.<pid>) and a 120 s
 # timeout.  Results: $ITEST_OUT/NAME.{srv,cli}.{out,rc}.
+# ITEST_SRV_GRACE=S: when the client fails, the server gets S more seconds,
+# then is killed (a line in NAME.srv.out says so) instead of running into its
+# 120 s timeout: a server left waiting for a client that is gone (an rdma_cm
+# server waits for a connect request forever) only costs time, and the case
+# has failed already with its client.  Unset: the server's own timeout.
 itest_pair() {
-  local port=$2 cm="" srv=() cli=() o=$ITEST_OUT/$1 spid
+  local port=$2 cm="" srv=() cli=() o=$ITEST_OUT/$1 spid killed=""
   shift 2
   [ "$1" != --cm ] || { cm=--cm; shift; }
   [ "$1" = -- ] || { echo "itest_pair: usage" >&2; return 2; }
@@ -117,7 +122,14 @@ itest_pair() {
       echo 0 > "$o.cli.rc" || echo $? > "$o.cli.rc"
   fi
   [ -e "$o.cli.rc" ] || echo 125 > "$o.cli.rc"
+  if [ -n "${ITEST_SRV_GRACE:-}" ] && [ "$(cat "$o.cli.rc")" != 0 ]; then
+    local end=$((SECONDS + ITEST_SRV_GRACE))
+    while kill -0 "$spid" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.2; done
+    kill -0 "$spid" 2>/dev/null && kill "$spid" 2>/dev/null && killed=1
+  fi
   wait "$spid" && echo 0 > "$o.srv.rc" || echo $? > "$o.srv.rc"
+  [ -z "$killed" ] ||
+    echo "itest_pair: the client failed; server killed ${ITEST_SRV_GRACE}s later (status $(cat "$o.srv.rc"))" >> "$o.srv.out"
 }
 rc_of() { cat "$ITEST_OUT/$1.rc" 2>/dev/null || echo missing; }
 
