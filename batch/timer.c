@@ -24,14 +24,22 @@ static bool forking; /* between fork()'s prepare and parent / child */
 static atomic_bool orphaned;
 
 /*
- * Lingering: for SV_LINGER_TICKS ticks after the last armed deadline the
- * thread keeps waking every tick (the smallest tick_ns of the entries)
- * instead of sleeping until signalled.  A hold armed meanwhile has its
- * deadline at least a tick after the thread's planned wake-up, so arming it
- * is a store, not a futex wake on the poster's path.
+ * Lingering: for a while after the last armed deadline the thread keeps
+ * waking every tick (the smallest tick_ns of the entries) instead of
+ * sleeping until signalled.  A hold armed meanwhile has its deadline at
+ * least a tick after the thread's planned wake-up, so arming it is a store,
+ * not a futex wake on the poster's path.  How long adapts: SV_LINGER_MIN
+ * ticks after holds that had to wake the thread (they come seldom: a tick
+ * or two each), SV_LINGER_TICKS once holds were armed while it ticked (they
+ * come often: the ticks replace the wakes), counted again from each hold.
  */
 #define SV_LINGER_TICKS 32
-static unsigned int linger;
+#define SV_LINGER_MIN	2
+static unsigned int linger;	/* ticks left */
+static unsigned int linger_len; /* ticks to linger after a hold */
+static bool ticked;		/* the thread's last sleep was a tick */
+static _Atomic uint64_t arms;	/* sverbs_timer_arm() calls */
+static uint64_t arms_seen;
 static _Atomic uint64_t wakeups;
 
 uint64_t sverbs_timer_wakeups(void)
@@ -99,7 +107,7 @@ restart:
 static void *timer_main(void *arg)
 {
 	struct timespec ts;
-	uint64_t wake, now, tick;
+	uint64_t wake, now, tick, held;
 
 	(void)arg;
 	pthread_mutex_lock(&timer_lock);
@@ -109,11 +117,28 @@ static void *timer_main(void *arg)
 		/* 0 while computing: an arm meanwhile always signals */
 		atomic_store(&planned_wake, 0);
 		wake = earliest_deadline();
+		held = atomic_load_explicit(&arms, memory_order_relaxed);
+		if (held != arms_seen) {
+			arms_seen = held;
+			/* armed while it ticked: holds come often */
+			if (ticked)
+				linger_len = SV_LINGER_TICKS;
+			else if (!linger_len)
+				linger_len = SV_LINGER_MIN;
+			linger = linger_len;
+		}
 		if (wake != NEVER) {
-			linger = SV_LINGER_TICKS;
+			ticked = false;
 		} else if (linger && (tick = min_tick()) != NEVER) {
 			linger--;
 			wake = now + tick;
+			ticked = true;
+		} else {
+			/* a whole linger without a hold: the next one is lone
+			 */
+			linger = 0;
+			linger_len = SV_LINGER_MIN;
+			ticked = false;
 		}
 		atomic_store(&planned_wake, wake);
 		if (wake == NEVER) {
@@ -158,6 +183,8 @@ static void timer_child(void)
 	atomic_store(&orphaned, earliest_deadline() != NEVER);
 	firing = NULL;
 	linger = 0;
+	linger_len = 0;
+	ticked = false;
 	atomic_store(&planned_wake, 0);
 	pthread_mutex_unlock(&timer_lock);
 }
@@ -238,6 +265,7 @@ void sverbs_timer_arm(struct sverbs_timer_entry *e, uint64_t deadline_ns)
 	if (!deadline_ns)
 		deadline_ns = 1;
 	atomic_store(&e->deadline_ns, deadline_ns);
+	atomic_fetch_add_explicit(&arms, 1, memory_order_relaxed);
 	planned = atomic_load(&planned_wake);
 	if (!planned || deadline_ns < planned) {
 		atomic_fetch_add_explicit(&wakeups, 1, memory_order_relaxed);

@@ -74,7 +74,7 @@ void sverbs_config_defaults(struct sverbs_config *cfg)
 	cfg->batch = true;
 	cfg->batch_budget_us = 0;
 	cfg->batch_prio_mask = 0xfe; /* every level but 0 may be held */
-	cfg->batch_linger = false;
+	cfg->batch_linger = true;
 	cfg->stats = false;
 }
 

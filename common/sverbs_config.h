@@ -38,8 +38,9 @@ struct sverbs_config {
 	bool batch;		  /* batch: zero-delay doorbell batching */
 	uint32_t batch_budget_us; /* batch_budget_us: 0 = never hold */
 	uint32_t batch_prio_mask; /* batch_levels: levels that may be held */
-	bool batch_linger;	  /* batch_linger: the timer thread keeps
-				   * ticking between holds (batch/timer.c) */
+	bool batch_linger;	  /* batch_linger: the timer thread ticks
+				   * between holds that come often
+				   * (batch/timer.c) */
 	bool stats;		  /* stats / SVERBS_STATS */
 };
 

@@ -222,6 +222,66 @@ static void test_linger(void)
 	sverbs_timer_del(&e);
 }
 
+/*
+ * Lingering adapts: a lone hold (one that had to wake the idle thread) is
+ * followed by SV_LINGER_MIN ticks only, so holds that come seldom cost a
+ * tick or two each, not SV_LINGER_TICKS; a hold armed while the thread
+ * ticks (holds come often: it cost its poster no wake) makes it linger
+ * SV_LINGER_TICKS again.  Red: every hold was followed by SV_LINGER_TICKS.
+ */
+static int ticks_until_idle(uint64_t tick)
+{
+	int i;
+
+	for (i = 0; i <= SV_LINGER_TICKS && atomic_load(&planned_wake) != NEVER;
+	     i++)
+		advance(tick);
+	return i;
+}
+
+static void test_linger_adapts(void)
+{
+	const uint64_t tick = 10000 * US;
+	struct sverbs_timer_entry e;
+	uint64_t w;
+	int n;
+
+	CU_ASSERT_EQUAL_FATAL(sverbs_timer_add(&e, on_fire, (void *)1, tick),
+			      0);
+	reset();
+	/* a lone hold: woken, fired, then a short linger */
+	ticks_until_idle(tick);
+	w = sverbs_timer_wakeups();
+	sverbs_timer_arm(&e, sverbs_now_ns() + 100 * US);
+	CU_ASSERT_EQUAL(sverbs_timer_wakeups() - w, 1);
+	settle();
+	advance(100 * US);
+	CU_ASSERT_EQUAL_FATAL(nfired, 1);
+	n = ticks_until_idle(tick);
+	CU_ASSERT(n <= SV_LINGER_MIN);
+	CU_ASSERT_EQUAL(atomic_load(&planned_wake), NEVER);
+	/* holds that come while it ticks: a store each, and a long linger
+	 * (settle(): the woken thread sees the deadline before it passes) */
+	sverbs_timer_arm(&e, sverbs_now_ns() + 100 * US);
+	settle();
+	advance(100 * US);
+	CU_ASSERT_EQUAL_FATAL(nfired, 2);
+	w = sverbs_timer_wakeups();
+	sverbs_timer_arm(&e, sverbs_now_ns() + 2 * tick);
+	advance(2 * tick);
+	CU_ASSERT_EQUAL_FATAL(nfired, 3);
+	CU_ASSERT_EQUAL(sverbs_timer_wakeups() - w, 0);
+	n = ticks_until_idle(tick);
+	CU_ASSERT(n > SV_LINGER_MIN && n <= SV_LINGER_TICKS);
+	/* and a lone hold after that idles short again */
+	sverbs_timer_arm(&e, sverbs_now_ns() + 100 * US);
+	settle();
+	advance(100 * US);
+	CU_ASSERT_EQUAL_FATAL(nfired, 4);
+	CU_ASSERT(ticks_until_idle(tick) <= SV_LINGER_MIN);
+	sverbs_timer_del(&e);
+}
+
 static void test_no_tick_no_linger(void)
 {
 	struct sverbs_timer_entry e;
@@ -256,6 +316,9 @@ int main(void)
 	CU_add_test(s, "no tick: the idle thread is woken",
 		    test_no_tick_no_linger);
 	CU_add_test(s, "lingers with a tick, then stops", test_linger);
+	CU_add_test(s,
+		    "lingers briefly after a lone hold, long while holds come",
+		    test_linger_adapts);
 	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_basic_run_tests();
 	failed = CU_get_number_of_tests_failed();
