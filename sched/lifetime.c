@@ -433,9 +433,11 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 	bool taken;
 
 	if (ret) {
-		taken = sv_cq_lock(scq);
-		sv_cq_relink(scq, sqp);
-		sv_cq_unlock(scq, taken);
+		/*
+		 * The timer first: the relink translates what polls took
+		 * meanwhile and pumps the QP, which may hold WRs (an add
+		 * clears the entry's deadline).
+		 */
 		if (sqp->timer_on &&
 		    sverbs_timer_add(&sqp->timer, qp_timer_fire, sqp,
 				     sqp->timer.tick_ns)) {
@@ -447,6 +449,9 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 			if (atomic_load(&sqp->fast.pt) == SVERBS_PT_WATCH)
 				sv_qp_set_pt(sqp, SVERBS_PT_ON);
 		}
+		taken = sv_cq_lock(scq);
+		sv_cq_relink(scq, sqp);
+		sv_cq_unlock(scq, taken);
 		return;
 	}
 	live_del(sqp);
