@@ -134,8 +134,7 @@ static void *timer_main(void *arg)
 			wake = now + tick;
 			ticked = true;
 		} else {
-			/* a whole linger without a hold: the next one is lone
-			 */
+			/* a linger without a hold: the next hold is lone */
 			linger = 0;
 			linger_len = SV_LINGER_MIN;
 			ticked = false;
