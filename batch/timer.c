@@ -107,7 +107,7 @@ restart:
 static void *timer_main(void *arg)
 {
 	struct timespec ts;
-	uint64_t wake, now, tick, held;
+	uint64_t wake, now, tick, narms;
 
 	(void)arg;
 	pthread_mutex_lock(&timer_lock);
@@ -117,9 +117,9 @@ static void *timer_main(void *arg)
 		/* 0 while computing: an arm meanwhile always signals */
 		atomic_store(&planned_wake, 0);
 		wake = earliest_deadline();
-		held = atomic_load_explicit(&arms, memory_order_relaxed);
-		if (held != arms_seen) {
-			arms_seen = held;
+		narms = atomic_load_explicit(&arms, memory_order_relaxed);
+		if (narms != arms_seen) {
+			arms_seen = narms;
 			/* armed while it ticked: holds come often */
 			if (ticked)
 				linger_len = SV_LINGER_TICKS;

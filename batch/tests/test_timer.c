@@ -173,11 +173,22 @@ static void test_del_and_disarm_never_fire(void)
 	sverbs_timer_del(&e2);
 }
 
+/* Ticks the thread lingers before it sleeps until signalled. */
+static int ticks_until_idle(uint64_t tick)
+{
+	int i;
+
+	for (i = 0; i <= SV_LINGER_TICKS && atomic_load(&planned_wake) != NEVER;
+	     i++)
+		advance(tick);
+	return i;
+}
+
 /*
  * Lingering: after a deadline fired, an entry with a tick keeps the thread
- * waking every tick for SV_LINGER_TICKS ticks, so arming the next hold
- * wakes no one (no system call on the poster's path); after that, or
- * without a tick, the idle thread must be woken by the arm.
+ * waking every tick for a while (how long: test_linger_adapts), so arming
+ * the next hold wakes no one (no system call on the poster's path); after
+ * that, or without a tick, the idle thread must be woken by the arm.
  */
 static void test_linger(void)
 {
@@ -209,10 +220,7 @@ static void test_linger(void)
 	}
 	/* and stops within SV_LINGER_TICKS ticks of the last hold it saw:
 	 * then the next arm must wake it (one wake-up) */
-	for (i = 0; i <= SV_LINGER_TICKS && atomic_load(&planned_wake) != NEVER;
-	     i++)
-		advance(tick);
-	CU_ASSERT(i <= SV_LINGER_TICKS);
+	CU_ASSERT(ticks_until_idle(tick) <= SV_LINGER_TICKS);
 	CU_ASSERT_EQUAL(atomic_load(&planned_wake), NEVER);
 	w = sverbs_timer_wakeups();
 	sverbs_timer_arm(&e, sverbs_now_ns() + 3 * tick);
@@ -229,16 +237,6 @@ static void test_linger(void)
  * ticks (holds come often: it cost its poster no wake) makes it linger
  * SV_LINGER_TICKS again.  Red: every hold was followed by SV_LINGER_TICKS.
  */
-static int ticks_until_idle(uint64_t tick)
-{
-	int i;
-
-	for (i = 0; i <= SV_LINGER_TICKS && atomic_load(&planned_wake) != NEVER;
-	     i++)
-		advance(tick);
-	return i;
-}
-
 static void test_linger_adapts(void)
 {
 	const uint64_t tick = 10000 * US;
