@@ -95,20 +95,11 @@ for m in "${modes[@]}"; do
 	big=$((iters / 10 > 10000 ? iters / 10 : 10000)) small=$((big / 10))
 	if pair "$m" "$small" strace -c -f -o "$tmp/st.small" &&
 		pair "$m" "$big" strace -c -f -o "$tmp/st.big"; then
-		/usr/bin/python3 - "$m" "$((big - small))" "$tmp/st.small" "$tmp/st.big" <<-'PYEOF' || fail=1
+		/usr/bin/python3 - "$here" "$m" "$((big - small))" "$tmp/st.small" "$tmp/st.big" <<-'PYEOF' || fail=1
 		import json, sys
-		def calls(path):
-		    out = {}
-		    for line in open(path):
-		        p = line.split()
-		        if len(p) < 5 or p[0].startswith(("%", "-")) or p[-1] == "total":
-		            continue
-		        try:
-		            float(p[0]); out[p[-1]] = int(p[3])
-		        except ValueError:
-		            pass
-		    return out
-		mode, wrs, a, b = sys.argv[1], int(sys.argv[2]), calls(sys.argv[3]), calls(sys.argv[4])
+		sys.path.insert(0, sys.argv[1])
+		from strace2json import calls  # the strace -c table's parser of syscalls.sh
+		mode, wrs, a, b = sys.argv[2], int(sys.argv[3]), calls(sys.argv[4]), calls(sys.argv[5])
 		d = {k: b.get(k, 0) - a.get(k, 0) for k in set(a) | set(b)}
 		d = {k: round(v / wrs, 4) for k, v in sorted(d.items()) if v > 0}
 		print(json.dumps({"bench": "bw-why", "kind": "syscalls", "mode": mode, "wrs": wrs,
