@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""perf/issue18.py's verdicts on made-up runs: a figure on either side of
+its threshold, a missing run, a goal met only when all its criteria are."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "..", "issue18.py")
+
+
+def paired(m):
+    return {"median": m, "min": m, "max": m, "n": 5}
+
+
+def hol(stream_1m, p99u_4m):
+    rows = [{"background": "64K", "stock": {}, "sverbs": {"p99_vs_unloaded": 9.0},
+             "p99_ratio_paired": paired(4.0), "sched_p99_ratio_paired": paired(0.5)}]
+    for size, stream, p99u in (("1M", stream_1m, 2.0), ("4M", 1.0, p99u_4m)):
+        rows.append({"background": size, "stock": {}, "sverbs": {"p99_vs_unloaded": p99u},
+                     "mbps_ratio_paired": paired(stream)})
+    return {"meta": {"git": "x"}, "summary": {"hol": rows}}
+
+
+def insns(queue):
+    runs = [{"path": "mlx5", "case": c, "mode": m, "per_wr": v}
+            for c, m, v in (("lat", "stock", 500), ("lat", "pt", 510), ("lat", "queue", 500 + queue),
+                            ("burst16", "stock", 300), ("burst16", "pt", 311))]
+    runs += [{"path": "rxe", "case": c, "mode": m, "per_wr": v}
+             for c, m, v in (("lat", "off", 400), ("lat", "pt", 405), ("lat", "queue", 400 + queue),
+                             ("t1", "off", 300), ("t1", "pt", 300))]
+    return {"meta": {"git": "x"}, "runs": runs}
+
+
+def run(d, parts):
+    for part, data in parts.items():
+        with open(os.path.join(d, f"t-{part}.json"), "w") as f:
+            json.dump(data, f)
+    subprocess.run([sys.executable, SCRIPT, "t", "--dir", d], check=True)
+    with open(os.path.join(d, "t.json")) as f:
+        return json.load(f)
+
+
+def check(cond, what):
+    if not cond:
+        print(f"FAIL: {what}")
+        sys.exit(1)
+    print(f"ok: {what}")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as d:
+        v = run(d, {"hol": hol(0.96, 4.9), "insns": insns(60)})["verdicts"]
+        check(v["1"] == "met", "goal 1 met: stream 0.96x, p99 4.9x, 64 KiB 0.5x")
+        check(v["4a"] == "not met", "4a not met: mlx5 bursts +11")
+        check(v["4b"] == "met", "4b met at +60")
+        check(v["2"] == "not measured" and v["5"] == "not measured",
+              "goals without their runs are not measured")
+    with tempfile.TemporaryDirectory() as d:
+        out = run(d, {"hol": hol(0.94, 5.1), "insns": insns(61)})
+        v = out["verdicts"]
+        check(v["1"] == "not met", "goal 1 not met: stream 0.94x")
+        check(v["4b"] == "not met", "4b not met at +61")
+        bad = [c["what"] for c in out["criteria"] if c["goal"] == "1" and c["met"] is False]
+        check(len(bad) == 2, "both goal 1 misses named (stream 1M, p99 4M)")
+        check(os.path.getsize(os.path.join(d, "t.md")) > 0, "t.md written")
+    with tempfile.TemporaryDirectory() as d:
+        r = subprocess.run([sys.executable, SCRIPT, "t", "--dir", d], capture_output=True, text=True)
+        check(r.returncode != 0 and "none of" in r.stderr, "no runs at all: an error, not a table")
+
+
+if __name__ == "__main__":
+    main()
