@@ -248,6 +248,25 @@ def side_desc(sv):
     return ""
 
 
+RATE_CPU = (("user", "user_s"), ("system", "system_s"), ("softirq", "softirq_s"),
+            ("irq", "irq_s"), ("idle", "idle_s"))
+
+
+def rate_cpu_per_wr(rs):
+    """The machine's CPU per WR (µs, every vCPU; rate_bench's "cpu": thread
+    0's window, its WRs from the run's total rate), medians per kind, and
+    "busy": all but idle."""
+    rs = [r for r in rs if r.get("cpu", {}).get("wrs")]
+    if not rs:
+        return None
+    out = {}
+    for k, f in RATE_CPU:
+        out[k] = rnd(med([r["cpu"][f] * 1e6 / r["cpu"]["wrs"] for r in rs]))
+    out["busy"] = rnd(med([sum(r["cpu"][f] for k, f in RATE_CPU if k != "idle") * 1e6 /
+                           r["cpu"]["wrs"] for r in rs]))
+    return out
+
+
 def summarize_rate(runs):
     ok = [r for r in runs if r.get("bench") in ("rate", "lat") and "error" not in r]
     out = []
@@ -281,6 +300,9 @@ def summarize_rate(runs):
                 if rs:
                     row[name].update(threads=rs[0]["threads"], post_list=rs[0]["post_list"],
                                      signal_every=rs[0]["signal_every"])
+                cpu = rate_cpu_per_wr(rs)
+                if cpu:
+                    row[name]["cpu_us_per_wr"] = cpu
             sverbs_side(row, by["on"])
             row["kind"] = "rate"
             row["kpps_ratio"] = rnd(ratio(row["sverbs"]["kpps"], row["stock"]["kpps"]), 3)
@@ -510,6 +532,23 @@ def markdown(name, meta, summ, errors):
         L.append("")
         L.append("Goal: one WR per call through sverbs at >= 0.95x stock with --post_list 16.")
         L.append("")
+        withcpu = [r for r in rate if r["stock"].get("cpu_us_per_wr") or
+                   r["sverbs"].get("cpu_us_per_wr")]
+        if withcpu:
+            L += ["### The machine's CPU per WR (µs, both vCPUs of the guest, medians)", "",
+                  "/proc/stat over the measured window: the poster's user time, rxe's "
+                  "protocol in system calls and softirq (both ends are in this guest), "
+                  "and idle: a rate that CPU bounds shows little idle.", "",
+                  "| config | side | busy | user | system | softirq | idle |",
+                  "|---|---|---|---|---|---|---|"]
+            for r in withcpu:
+                for side in ("stock", "sverbs"):
+                    c = r[side].get("cpu_us_per_wr")
+                    if c:
+                        L.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                            r["cfg"], side, fmt(c["busy"]), fmt(c["user"]), fmt(c["system"]),
+                            fmt(c["softirq"]), fmt(c["idle"])))
+            L.append("")
     if lat:
         L += ["## Latency at low load: post one 64 B WRITE, wait for its completion", "",
               "| | stock p50 | stock p99 | sverbs p50 | sverbs p99 | p99 sverbs/stock |",

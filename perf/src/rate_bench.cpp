@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <latch>
+#include <optional>
 #include <thread>
 
 #include "util.hpp"
@@ -63,6 +64,10 @@ struct ThreadResult {
     uint64_t wrs = 0;    // completed in the measured window
     uint64_t posts = 0;  // ibv_post_send calls in the measured window
     double seconds = 0;  // measured window
+    // thread 0 only: the machine's CPU (/proc/stat, every CPU) from its
+    // window's start to when it stops posting, and that interval's length
+    std::optional<CpuTimes> cpu0, cpu1;
+    double cpu_s = 0;
     std::string error;
 };
 
@@ -142,7 +147,7 @@ class Poster {
 
 // Stream WRITEs on one flow.  Timing starts at the first completion after the
 // warm-up; the window ends at the last completion seen.
-ThreadResult rate_thread(Flow& f, const Options& o, uint64_t bytes, std::latch& go) {
+ThreadResult rate_thread(Flow& f, const Options& o, uint64_t bytes, std::latch& go, bool cpu) {
     ThreadResult r;
     bool arrived = false;
     try {
@@ -183,12 +188,19 @@ ThreadResult rate_thread(Flow& f, const Options& o, uint64_t bytes, std::latch& 
                     t_start = now;
                     done_at_start = done;
                     calls_at_start = calls;
+                    if (cpu && !fixed) r.cpu0 = cpu_times();
                 }
             } else if (posted != done && now - last_progress > stall) {
                 throw Error(fmt::format("no completion for {:.0f} s ({} WRs outstanding)",
                                         o.stall_s, posted - done));
             }
-            if (!stopping && (fixed ? posted + K > limit : now >= t_stop)) stopping = true;
+            if (!stopping && (fixed ? posted + K > limit : now >= t_stop)) {
+                stopping = true;
+                if (r.cpu0) {
+                    r.cpu1 = cpu_times();
+                    r.cpu_s = s_between(t_start, Clock::now());
+                }
+            }
             // Unsignaled WRs after the last signaled one are never reported:
             // stop once everything signaled has completed.
             uint64_t last_sig = posted - posted % o.signal_every;
@@ -224,7 +236,7 @@ int run_rate(const Options& o) {
         std::latch go(o.threads);
         std::vector<std::jthread> th;
         for (uint32_t i = 0; i < o.threads; i++)
-            th.emplace_back([&, i] { res[i] = rate_thread(*flows[i], o, bytes, go); });
+            th.emplace_back([&, i] { res[i] = rate_thread(*flows[i], o, bytes, go, i == 0); });
     }
     uint64_t wrs = 0, posts = 0;
     double max_s = 0, sum_rate = 0;
@@ -257,6 +269,13 @@ int run_rate(const Options& o) {
     j["kpps"] = std::round(sum_rate * 100) / 100;
     j["mpps"] = std::round(sum_rate) / 1e3;
     j["per_thread_kpps"] = per;
+    if (res[0].cpu0 && res[0].cpu1 && res[0].cpu_s > 0) {
+        // the machine's CPU over thread 0's window; with more threads their
+        // windows overlap it, their WRs in it estimated from their rates
+        j["cpu"] = cpu_json(*res[0].cpu0, *res[0].cpu1);
+        j["cpu"]["interval_s"] = std::round(res[0].cpu_s * 1000.0) / 1000.0;
+        j["cpu"]["wrs"] = std::llround(sum_rate * 1e3 * res[0].cpu_s);
+    }
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
     fmt::print(stderr,
