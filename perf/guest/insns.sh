@@ -95,6 +95,14 @@ for c in "$@"; do
 		done
 		if [ $ok = 1 ]; then
 			ir2=$(ir_of "$tmp/cg.2")
+			# a toggle that matched no function counts nothing: an error
+			# (rate_bench's rate_thread was once inlined away)
+			if [ "${ir2:-0}" = 0 ]; then
+				echo "insns: $c/$m counted 0 instructions (${toggle[*]}: no such function in $bin?)" >&2
+				printf '{"bench":"insns","path":"rxe","case":"%s","mode":"%s","error":"0 instructions counted"}\n' "$c" "$m"
+				fail=1
+				continue
+			fi
 			if [ "$runs" = 2 ]; then
 				# one toggled run of 2k WRs: only the loop was counted
 				ir1=0 per=$((ir2 / (2 * k)))

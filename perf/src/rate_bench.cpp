@@ -147,7 +147,10 @@ class Poster {
 
 // Stream WRITEs on one flow.  Timing starts at the first completion after the
 // warm-up; the window ends at the last completion seen.
-ThreadResult rate_thread(Flow& f, const Options& o, uint64_t bytes, std::latch& go, bool cpu) {
+// Not inlined: perf/guest/insns.sh counts instructions from its entry
+// (callgrind --toggle-collect='*rate_thread*').
+[[gnu::noinline]] ThreadResult rate_thread(Flow& f, const Options& o, uint64_t bytes,
+                                           std::latch& go, bool cpu) {
     ThreadResult r;
     bool arrived = false;
     try {
