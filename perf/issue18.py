@@ -114,7 +114,9 @@ def goal4(insns, name):
     src = f"{name}-insns"
     per = {}
     for r in (insns or {}).get("runs", []):
-        if "per_wr" in r:
+        # a count of 0 is a run that counted nothing (a toggle that
+        # matched no function), not a figure
+        if r.get("per_wr"):
             per[(r["path"], r["case"], r["mode"])] = r["per_wr"]
 
     def delta(path, case, mode):

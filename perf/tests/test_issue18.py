@@ -67,6 +67,13 @@ def main():
         check(len(bad) == 2, "both goal 1 misses named (stream 1M, p99 4M)")
         check(os.path.getsize(os.path.join(d, "t.md")) > 0, "t.md written")
     with tempfile.TemporaryDirectory() as d:
+        zero = insns(10)
+        for r in zero["runs"]:
+            if r["case"] == "t1":
+                r["per_wr"] = 0
+        v = run(d, {"insns": zero})["verdicts"]
+        check(v["4a"] == "not measured", "a count of 0 instructions is no figure")
+    with tempfile.TemporaryDirectory() as d:
         r = subprocess.run([sys.executable, SCRIPT, "t", "--dir", d], capture_output=True, text=True)
         check(r.returncode != 0 and "none of" in r.stderr, "no runs at all: an error, not a table")
 
