@@ -22,7 +22,7 @@ tmp=$(mktemp -d)
 fail=0
 for c in "$@"; do
 	case $c in
-	t1 | t4 | pl16 | t1b | t4b | mib | mib-*k-s*) rate_config "$c" ;;
+	t1 | t4 | pl16 | t4pl16 | t1b | t4b | mib | mib-*k-s*) rate_config "$c" ;;
 	*) echo "syscalls: unknown config $c" >&2; exit 2 ;;
 	esac
 	n=$iters
