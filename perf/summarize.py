@@ -185,6 +185,12 @@ def hol_row(sel, rs_size, size, variant):
 
 
 CPU_KINDS = ("user_s", "system_s", "softirq_s", "irq_s", "proc_user_s", "proc_system_s")
+BUSY_KINDS = ("user_s", "system_s", "softirq_s", "irq_s", "steal_s")
+
+
+def busy_s(cpu):
+    """A "cpu" record's CPU seconds of every kind but idle (the whole guest)."""
+    return sum(cpu[k] for k in BUSY_KINDS)
 
 
 def cpu_per_mib(rs):
@@ -200,9 +206,7 @@ def cpu_per_mib(rs):
         out[k[:-2] + "_ms"] = rnd(med([
             r["cpu"][k] / r["cpu"]["interval_s"] / (r["large"]["mb_per_s"] * 1e6 / (1 << 20))
             * 1000 for r in rs]), 2)
-    out["busy_cores"] = rnd(med([
-        sum(r["cpu"][k] for k in ("user_s", "system_s", "softirq_s", "irq_s", "steal_s"))
-        / r["cpu"]["interval_s"] for r in rs]), 2)
+    out["busy_cores"] = rnd(med([busy_s(r["cpu"]) / r["cpu"]["interval_s"] for r in rs]), 2)
     return out
 
 
@@ -255,15 +259,14 @@ RATE_CPU = (("user", "user_s"), ("system", "system_s"), ("softirq", "softirq_s")
 def rate_cpu_per_wr(rs):
     """The machine's CPU per WR (µs, every vCPU; rate_bench's "cpu": thread
     0's window, its WRs from the run's total rate), medians per kind, and
-    "busy": all but idle."""
+    "busy": all but idle (busy_s())."""
     rs = [r for r in rs if r.get("cpu", {}).get("wrs")]
     if not rs:
         return None
     out = {}
     for k, f in RATE_CPU:
         out[k] = rnd(med([r["cpu"][f] * 1e6 / r["cpu"]["wrs"] for r in rs]))
-    out["busy"] = rnd(med([sum(r["cpu"][f] for k, f in RATE_CPU if k != "idle") * 1e6 /
-                           r["cpu"]["wrs"] for r in rs]))
+    out["busy"] = rnd(med([busy_s(r["cpu"]) * 1e6 / r["cpu"]["wrs"] for r in rs]))
     return out
 
 
