@@ -173,7 +173,12 @@ def fmt_limit(c):
     return f"{c['op']} {c['limit']:g}x"
 
 
-def markdown(name, metas, cs):
+def verdicts(cs):
+    """Each goal's verdict, by goal."""
+    return {g: verdict([c for c in cs if c["goal"] == g]) for g in sorted({c["goal"] for c in cs})}
+
+
+def markdown(name, metas, cs, goals):
     lines = [f"# {name}: issue 18's goals, measured", "",
              "From one command, `perf/run-issue18.sh -n " + name + "`; every figure is "
              "read from the runs below and compared with the issue's threshold by "
@@ -189,8 +194,8 @@ def markdown(name, metas, cs):
         what = c["what"] + (f" ({c['note']})" if c["note"] else "")
         lines.append(f"| {c['goal']} | {what} | {fmt(c)} | {fmt_limit(c)} | {met} |")
     lines += ["", "| goal | verdict |", "|---|---|"]
-    for g in sorted({c["goal"] for c in cs}):
-        lines.append(f"| {g} | {verdict([c for c in cs if c['goal'] == g])} |")
+    for g, v in goals.items():
+        lines.append(f"| {g} | {v} |")
     lines.append("")
     return "\n".join(lines)
 
@@ -247,12 +252,11 @@ def main():
     cs = (goal1(parts["hol"], a.name) + goal23(parts["rate"], a.name) +
           goal4(parts["insns"], a.name) + goal5(parts["demo"], a.name))
     metas = [(p, d["meta"]) for p, d in parts.items() if d and "meta" in d]
+    goals = verdicts(cs)
     with open(os.path.join(a.dir, a.name + ".md"), "w") as f:
-        f.write(markdown(a.name, metas, cs))
+        f.write(markdown(a.name, metas, cs, goals))
     with open(os.path.join(a.dir, a.name + ".json"), "w") as f:
-        json.dump({"name": a.name, "criteria": cs,
-                   "verdicts": {g: verdict([c for c in cs if c["goal"] == g])
-                                for g in sorted({c["goal"] for c in cs})}}, f, indent=1)
+        json.dump({"name": a.name, "criteria": cs, "verdicts": goals}, f, indent=1)
     plot(os.path.join(a.dir, a.name + ".png"), cs)
     return 0
 
