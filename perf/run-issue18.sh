@@ -16,7 +16,7 @@
 #               and rxe's lat and t1 in the guest); 5 ./demo's run, timed.
 #               A goal whose run is left out is reported "not measured".
 #
-# Each run boots its own guest; all of them take about 45 minutes on a
+# Each run boots its own guest; all of them took 19 minutes on a
 # 2-core host (TCG).  The verdicts are the issue's thresholds applied to
 # the medians (docs/results.md, "Issue 18").
 set -euo pipefail
