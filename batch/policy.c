@@ -47,8 +47,7 @@ void sverbs_batch_returned(struct sverbs_batch *b, uint64_t now_ns)
 		b->last_arrival_ns = now_ns;
 }
 
-/* The batch size that arrivals gap_ns apart reach within budget_ns. */
-static uint32_t gap_target(uint64_t budget_ns, uint64_t gap_ns)
+uint32_t sverbs_batch_gap_target(uint64_t budget_ns, uint64_t gap_ns)
 {
 	uint64_t n;
 
@@ -63,12 +62,12 @@ static uint32_t gap_target(uint64_t budget_ns, uint64_t gap_ns)
 
 static uint32_t rate_target(const struct sverbs_batch *b)
 {
-	return gap_target(b->budget_ns, b->gap_ns);
+	return sverbs_batch_gap_target(b->budget_ns, b->gap_ns);
 }
 
 bool sverbs_batch_could_form(uint64_t budget_ns, uint64_t gap_ns)
 {
-	return budget_ns && gap_target(budget_ns, gap_ns) > 1;
+	return budget_ns && sverbs_batch_gap_target(budget_ns, gap_ns) > 1;
 }
 
 void sverbs_batch_seed(struct sverbs_batch *b, uint64_t gap_ns,

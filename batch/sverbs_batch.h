@@ -92,6 +92,12 @@ uint64_t sverbs_batch_gap_ewma(uint64_t budget_ns, uint64_t ewma_ns,
 bool sverbs_batch_could_form(uint64_t budget_ns, uint64_t gap_ns);
 
 /*
+ * The batch size that arrivals gap_ns apart reach within budget_ns,
+ * 1..SVERBS_BATCH_MAX_TARGET (1 while no gap is known).
+ */
+uint32_t sverbs_batch_gap_target(uint64_t budget_ns, uint64_t gap_ns);
+
+/*
  * Start the estimate from what was measured before the queue existed (the
  * gap EWMA, the return of the last post); nothing without a budget.
  */

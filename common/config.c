@@ -52,6 +52,7 @@ static const struct key_desc keys[] = {
 	KEY("batch_budget_us", V_UINT, batch_budget_us, 0, 1000000),
 	KEY("batch_levels", V_LEVELS, batch_prio_mask, 0, 0),
 	KEY("batch_linger", V_BOOL, batch_linger, 0, 1),
+	KEY("batch_defer", V_BOOL, batch_defer, 0, 1),
 	KEY("stats", V_BOOL, stats, 0, 1),
 };
 
@@ -75,6 +76,7 @@ void sverbs_config_defaults(struct sverbs_config *cfg)
 	cfg->batch_budget_us = 0;
 	cfg->batch_prio_mask = 0xfe; /* every level but 0 may be held */
 	cfg->batch_linger = true;
+	cfg->batch_defer = true;
 	cfg->stats = false;
 }
 

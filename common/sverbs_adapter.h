@@ -124,6 +124,18 @@ struct sverbs_adapter {
 	 * timer thread would post).  NULL: never.
 	 */
 	bool (*qp_lockless)(struct ibv_qp *qp);
+	/*
+	 * A batch that needs no queue (sched/watch.c): post_send_nodb is
+	 * post_send without its doorbell (the WQEs are written, the hardware
+	 * is not told; a refused WR as post_send's), ring the doorbell alone,
+	 * which tells the hardware of every WQE written before it.  ring may
+	 * run on any thread, beside posts (the budget's timer thread rings
+	 * what a poster left).  NULL (either): a watched QP batches through
+	 * the layer's queue.
+	 */
+	int (*post_send_nodb)(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			      struct ibv_send_wr **bad_wr);
+	int (*ring)(struct ibv_qp *qp);
 };
 
 #endif /* SVERBS_ADAPTER_H */

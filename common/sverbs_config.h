@@ -41,6 +41,9 @@ struct sverbs_config {
 	bool batch_linger;	  /* batch_linger: the timer thread ticks
 				   * between holds that come often
 				   * (batch/timer.c) */
+	bool batch_defer;	  /* batch_defer: a budgeted QP in
+				   * pass-through batches by deferring the
+				   * provider's doorbell (sched/watch.c) */
 	bool stats;		  /* stats / SVERBS_STATS */
 };
 

@@ -242,13 +242,16 @@ static struct ibv_send_wr *wr_nth(struct ibv_send_wr *wr, uint64_t idx)
  */
 static int post_stock(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		      struct ibv_send_wr **bad_wr, unsigned int found,
-		      bool timed)
+		      uint64_t timed)
 {
 	int ret;
 
 	if (found & SVERBS_SCAN_RESERVED)
 		return sverbs_post_send_checked(sqp->qp, wr, bad_wr,
 						sqp->ad->post_send);
+	/* its doorbell rings what the QP deferred (watch.c) */
+	if (timed)
+		sverbs_watch_undefer(sqp);
 	ret = sqp->ad->post_send(sqp->qp, wr, bad_wr);
 	if (timed)
 		sv_watch_returned(sqp);
@@ -320,7 +323,8 @@ static bool post_passthrough(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 			     int *ret)
 {
 	unsigned int found = sverbs_list_scan(wr);
-	bool timed = false, stays;
+	uint64_t timed = 0;
+	bool stays;
 	int err;
 
 	if (found & SVERBS_SCAN_PRIO) /* unless the QP stays stock */
@@ -331,6 +335,11 @@ static bool post_passthrough(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 			  sv_watch_leaves(sqp, &timed));
 	if (stays) {
 		*ret = post_stock(sqp, wr, bad_wr, found, timed);
+		return true;
+	}
+	/* a batch would form: without the queue where the adapter can */
+	if (!(found & SVERBS_SCAN_PRIO) && sv_qp_defer_ready(sqp)) {
+		*ret = sv_watch_post_deferred(sqp, wr, bad_wr, timed);
 		return true;
 	}
 	err = sv_qp_leave_prepare(sqp);

@@ -128,9 +128,13 @@ static int queue_setup(struct sverbs_qp *sqp)
  */
 int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 {
-	/* (a post from an extended-CQ poll loop holds the CQ lock) */
-	bool locked = sv_cq_lock(sqp->scq);
+	bool locked;
 	int ret = 0;
+
+	/* what the QP deferred goes before the queue's first WR (watch.c) */
+	sv_watch_ring(sqp);
+	/* (a post from an extended-CQ poll loop holds the CQ lock) */
+	locked = sv_cq_lock(sqp->scq);
 
 	pthread_spin_lock(&sqp->lock);
 	if (atomic_load(&sqp->fast.stock))
@@ -151,13 +155,54 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 	return ret;
 }
 
-/* The budget expired for WRs held on this QP (batch/timer.c's thread). */
+/*
+ * A watched QP's first post that would batch: whether it may defer its
+ * doorbell (watch.c), i.e. the adapter splits post and doorbell and the
+ * budget's timer is there to ring what a poster leaves.  Once per QP
+ * under the lock; a lone atomic load after.
+ */
+bool sv_qp_defer_ready(struct sverbs_qp *sqp)
+{
+	bool ready;
+
+	if (atomic_load_explicit(&sqp->watch.timer_ready, memory_order_acquire))
+		return true;
+	/* (the level a pass-through WR has: default_prio) */
+	if (!sqp->ad->post_send_nodb || !sqp->ad->ring ||
+	    !sqp->cfg.batch_defer || !sqp->cfg.batch ||
+	    !(sqp->cfg.batch_prio_mask & (1u << sqp->cfg.default_prio)))
+		return false;
+	pthread_spin_lock(&sqp->lock);
+	timer_setup(sqp);
+	ready = sqp->timer_on;
+	pthread_spin_unlock(&sqp->lock);
+	if (ready)
+		atomic_store_explicit(&sqp->watch.timer_ready, true,
+				      memory_order_release);
+	return ready;
+}
+
+/*
+ * The budget expired for WRs held on this QP (batch/timer.c's thread), or
+ * for WQEs a watched QP's posts left without their doorbell (watch.c): they
+ * go first, whatever the QP's state now (a post may have deferred while
+ * another left pass-through).  A QP still in pass-through holds nothing
+ * else.
+ */
 #define SV_TIMER_RETRY_NS (5 * 1000)
 
 static void qp_timer_fire(void *arg)
 {
 	struct sverbs_qp *sqp = arg;
+	int err = sv_watch_ring(sqp);
 
+	if (err)
+		sv_log(sqp->ad, sqp->qp->context, SVERBS_LOG_INFO,
+		       "sverbs: QP %u: a deferred doorbell failed (%s); its "
+		       "WQEs go with the QP's next one",
+		       sqp->qp_num, strerror(err));
+	if (atomic_load(&sqp->fast.pt))
+		return;
 	/*
 	 * A busy lock is an application thread in this QP's post, poll,
 	 * modify or destroy, each of which rings WRs held past their
@@ -192,7 +237,10 @@ static void print_stats(struct sverbs_qp *sqp)
 		st.doorbells ? (double)st.wqes / (double)st.doorbells : 0.0,
 		(unsigned long long)st.held_wrs, st.held_p99_ns / 1000.0,
 		st.slice_bytes,
-		st.flags & SVERBS_QP_STATS_PASSTHROUGH
+		st.flags & SVERBS_QP_STATS_DEFERRED
+			? " (pass-through, deferred doorbells: WQEs and "
+			  "doorbells count those)"
+		: st.flags & SVERBS_QP_STATS_PASSTHROUGH
 			? " (pass-through: its WRs are not counted)"
 			: "");
 }
@@ -251,6 +299,11 @@ void sverbs_qp_get_stats(struct sverbs_qp *sqp, struct sverbs_qp_stats *st)
 	st->slice_bytes = sv_slice_bytes(&sqp->slicer);
 	if (atomic_load(&sqp->fast.pt))
 		st->flags |= SVERBS_QP_STATS_PASSTHROUGH;
+	if (atomic_load(&sqp->watch.wqes)) {
+		st->flags |= SVERBS_QP_STATS_DEFERRED;
+		st->wqes += atomic_load(&sqp->watch.wqes);
+		st->doorbells += atomic_load(&sqp->watch.rings);
+	}
 	pthread_spin_unlock(&sqp->lock);
 }
 
@@ -366,6 +419,9 @@ void sverbs_qp_modify_pre(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 {
 	bool taken;
 
+	/* what a watched QP deferred goes as stock's went, before */
+	if (attr_mask & IBV_QP_STATE)
+		sv_watch_ring(sqp);
 	/*
 	 * Keep real completions the reset would discard (mlx5 cleans the
 	 * CQ); a QP in pass-through behaves as stock.

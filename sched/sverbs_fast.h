@@ -50,6 +50,12 @@ struct sverbs_qp_fast {
 	_Atomic uint32_t consumed;
 	_Atomic uint64_t last_ns;
 	/*
+	 * WATCH with the adapter's post_send_nodb: WQEs the provider wrote
+	 * without their doorbell since the last one (sched/watch.c,
+	 * "Deferred doorbells").  Whoever takes it from nonzero to 0 rings.
+	 */
+	_Atomic uint32_t deferred;
+	/*
 	 * layered: whether a post goes to the layer (pt is not ON), kept
 	 * with pt (sv_qp_set_pt()) where the provider's post_send tests it:
 	 * a byte of the provider's own QP once the glue gave one
@@ -228,9 +234,22 @@ static inline bool sverbs_qp_watched(const struct sverbs_qp *sqp)
 }
 
 /*
+ * A watched QP's post that rings its doorbell (a stock post): every WQE
+ * deferred before it goes with it, so the count starts again (watch.c).
+ */
+static inline void sverbs_watch_undefer(struct sverbs_qp *sqp)
+{
+	struct sverbs_qp_fast *f = (struct sverbs_qp_fast *)sqp;
+
+	if (atomic_load_explicit(&f->deferred, memory_order_relaxed))
+		atomic_exchange(&f->deferred, 0);
+}
+
+/*
  * Whether the send CQ's count (consumed: the adapter's, now) moved since
  * the watched QP's previous post, which then waited for completions; the
  * count is kept, and no gap is counted from that post (sched/watch.c).
+ * The post then goes stock and rings what was deferred.
  */
 static inline bool sverbs_watch_took(struct sverbs_qp *sqp, uint32_t consumed)
 {
@@ -241,6 +260,7 @@ static inline bool sverbs_watch_took(struct sverbs_qp *sqp, uint32_t consumed)
 		return false;
 	atomic_store_explicit(&f->consumed, consumed, memory_order_relaxed);
 	atomic_store_explicit(&f->last_ns, 0, memory_order_relaxed);
+	sverbs_watch_undefer(sqp);
 	return true;
 }
 

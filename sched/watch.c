@@ -34,17 +34,17 @@
  * to its next post says nothing about batches).  Otherwise the clock is
  * read here and at the post's return (*timed), and the gap decides.
  */
-bool sv_watch_leaves(struct sverbs_qp *sqp, bool *timed)
+bool sv_watch_leaves(struct sverbs_qp *sqp, uint64_t *timed)
 {
 	uint64_t budget = (uint64_t)sqp->cfg.batch_budget_us * 1000;
 	uint64_t now, last, gap;
 
-	*timed = false;
+	*timed = 0;
 	if (sqp->ad->cq_consumed &&
 	    sverbs_watch_took(sqp, sqp->ad->cq_consumed(sqp->scq->cq)))
 		return false;
-	*timed = true;
 	now = sverbs_now_ns();
+	*timed = now;
 	last = atomic_load_explicit(&sqp->fast.last_ns, memory_order_relaxed);
 	gap = atomic_load_explicit(&sqp->watch.gap_ns, memory_order_relaxed);
 	if (last && now >= last) {
@@ -55,7 +55,10 @@ bool sv_watch_leaves(struct sverbs_qp *sqp, bool *timed)
 	return sverbs_batch_could_form(budget, gap);
 }
 
-/* A timed post went stock: the next gap counts from its return. */
+/*
+ * A timed post went stock (and rang what was deferred) or was deferred:
+ * the next gap counts from its return.
+ */
 void sv_watch_returned(struct sverbs_qp *sqp)
 {
 	atomic_store_explicit(&sqp->fast.last_ns, sverbs_now_ns(),
@@ -71,10 +74,92 @@ void sv_watch_seed(struct sverbs_qp *sqp)
 		atomic_load_explicit(&sqp->fast.last_ns, memory_order_relaxed));
 }
 
+/*
+ * Deferred doorbells: a watched QP batches without the layer's queue where
+ * the adapter can write WQEs without ringing (post_send_nodb) and ring
+ * later (ring).  A post that would leave pass-through for the queue (its
+ * poster runs ahead, its posts come within the budget) instead goes to the
+ * provider as it is, its own wr_ids, its CQ still polled as stock, and
+ * only its doorbell waits: the WQEs wait in the send queue itself, and one
+ * doorbell later tells the hardware of them all (rxe: one system call;
+ * the kernel runs the requester over every WQE written).  No copy, no
+ * slot, no translation of completions.
+ *
+ * fast.deferred counts the WQEs written since the last doorbell.  Whoever
+ * takes it from nonzero to 0 rings after (an exchange: every WQE counted
+ * was written before its count was added, so the doorbell covers it):
+ *  - the post that brings it to the batch target (the batch size that
+ *    posts this far apart reach within the budget, sverbs_batch.h; at
+ *    most half the send queue, which deferred WQEs must not fill);
+ *  - a post the provider refused a WR of (stock rings the WRs before it);
+ *  - any stock post of the QP (a poster that waits for its completions, a
+ *    gap too long to batch: sverbs_watch_undefer());
+ *  - the budget's timer, armed by the post that took the count from 0
+ *    (lifetime.c, qp_timer_fire()), for a poster that stops;
+ *  - a modify of the QP's state, and the QP leaving pass-through (a WR
+ *    that states a priority), before its first WR of the queue.
+ * A completion is never held: only WQEs not yet sent wait, at most the
+ * budget.  A poster that polls for a completion of a deferred WQE waits
+ * for the deadline (its next post rings at once).
+ */
+int sv_watch_ring(struct sverbs_qp *sqp)
+{
+	if (!atomic_load_explicit(&sqp->fast.deferred, memory_order_relaxed) ||
+	    !atomic_exchange(&sqp->fast.deferred, 0))
+		return 0;
+	atomic_fetch_add_explicit(&sqp->watch.rings, 1, memory_order_relaxed);
+	return sqp->ad->ring(sqp->qp);
+}
+
+/* How many WRs of the list the provider took (up to bad; ret: its error). */
+static uint32_t wrs_taken(const struct ibv_send_wr *wr,
+			  const struct ibv_send_wr *bad, int ret)
+{
+	uint32_t n = 0;
+
+	for (; wr && !(ret && wr == bad); wr = wr->next)
+		n++;
+	return n;
+}
+
+int sv_watch_post_deferred(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+			   struct ibv_send_wr **bad_wr, uint64_t now)
+{
+	uint64_t budget = (uint64_t)sqp->cfg.batch_budget_us * 1000;
+	uint32_t n, before = 0, target, max = sqp->cap / 2;
+	int ret, err;
+
+	ret = sqp->ad->post_send_nodb(sqp->qp, wr, bad_wr);
+	n = wrs_taken(wr, *bad_wr, ret);
+	if (n) {
+		before = atomic_fetch_add(&sqp->fast.deferred, n);
+		atomic_fetch_add_explicit(&sqp->watch.wqes, n,
+					  memory_order_relaxed);
+	}
+	target = sverbs_batch_gap_target(
+		budget,
+		atomic_load_explicit(&sqp->watch.gap_ns, memory_order_relaxed));
+	if (target > max)
+		target = max;
+	if (ret || before + n >= target) {
+		err = sv_watch_ring(sqp);
+		if (!ret)
+			ret = err;
+	} else if (!before || sverbs_timer_orphaned()) {
+		sverbs_timer_arm(&sqp->timer, now + budget);
+	}
+	sv_watch_returned(sqp);
+	return ret;
+}
+
 /* The CQ's count as the QP starts (creation). */
 void sv_watch_init(struct sverbs_qp *sqp)
 {
 	atomic_init(&sqp->watch.gap_ns, 0);
+	atomic_init(&sqp->watch.wqes, 0);
+	atomic_init(&sqp->watch.rings, 0);
+	atomic_init(&sqp->watch.timer_ready, false);
+	atomic_init(&sqp->fast.deferred, 0);
 	atomic_init(&sqp->fast.last_ns, 0);
 	atomic_init(&sqp->fast.consumed,
 		    sqp->ad->cq_consumed ? sqp->ad->cq_consumed(sqp->scq->cq)

@@ -98,7 +98,8 @@ static int pt_batch_end(struct ibv_qp_ex *qpx, bool complete)
 {
 	struct sverbs_qp *sqp = pt_batch;
 	bool prio = pt_batch_prio, refused = pt_batch_refused;
-	bool leave, timed = false;
+	uint64_t timed = 0;
+	bool leave;
 	unsigned char pt;
 	int ret = 0;
 

@@ -79,6 +79,13 @@ struct sverbs_qp_stats {
  * counters above stay still (docs/configuration.md, passthrough).
  */
 #define SVERBS_QP_STATS_PASSTHROUGH (1u << 0)
+/*
+ * A QP in pass-through with a batch budget deferred doorbells (the
+ * provider's WQEs written, one doorbell for a batch): wqes counts the WQEs
+ * written without one, doorbells those the layer rang for them (a stock
+ * post's own doorbell, which sends them too, is not counted).
+ */
+#define SVERBS_QP_STATS_DEFERRED (1u << 1)
 
 /*
  * Fill *stats for qp.  Returns 0, or ENOENT when the layer does not manage

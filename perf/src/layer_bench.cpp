@@ -84,6 +84,8 @@ const sverbs_adapter null_adapter = {
     nullptr, nullptr,        null_nop,     nullptr,  nullptr,     nullptr,  null_consumed,
     nullptr,  // cq_sync: the glue's after-poll test (no provider lock here)
     nullptr,  // qp_lockless: never
+    nullptr,  // post_send_nodb: a watched QP batches through the queue
+    nullptr,  // ring
 };
 
 // How a WR goes down: straight to the null provider, or through the layer.

@@ -108,6 +108,8 @@ static const struct sverbs_adapter rxe_adapter = {
 	.nop_wr = rxe_sv_nop_wr,
 	.cq_consumed = rxe_sv_cq_consumed,
 	.cq_sync = rxe_sv_cq_sync,
+	.post_send_nodb = rxe_sv_post_nodb,
+	.ring = rxe_sv_ring,
 };
 
 #define SV_ADAPTER	    rxe_adapter

@@ -17,6 +17,10 @@ struct rxe_qp;
 /* Stock rxe entry points (rxe.c). */
 int rxe_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr_list,
 		  struct ibv_send_wr **bad_wr);
+/* rxe_post_send without its doorbell, and the doorbell alone (0002) */
+int rxe_sv_post_nodb(struct ibv_qp *ibqp, struct ibv_send_wr *wr_list,
+		     struct ibv_send_wr **bad_wr);
+int rxe_sv_ring(struct ibv_qp *ibqp);
 int rxe_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *recv_wr,
 		  struct ibv_recv_wr **bad_wr);
 int rxe_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *recv_wr,

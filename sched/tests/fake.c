@@ -54,25 +54,36 @@ static void cq_push(const struct ibv_wc *wc)
 		fk->cq_max_n = fk->cq_n;
 }
 
+/* The doorbell: every WQE written so far may run. */
+static void ring_locked(struct fk_sq *sq)
+{
+	for (; sq->rung < sq->posted; sq->rung++)
+		sq->w[sq->rung % FK_HIST].doorbell = fk->doorbells;
+}
+
+/* db: stock, which rings for the WRs it took, even before a refused one */
 static int fk_post_send_locked(struct ibv_qp *qp, struct ibv_send_wr *wr,
-			       struct ibv_send_wr **bad_wr)
+			       struct ibv_send_wr **bad_wr, bool db)
 {
 	struct fk_sq *sq = &fk->sq[fk_qp_index(qp)];
 	struct fk_wqe *w;
-	int i;
+	int i, ret = 0;
 
-	fk->doorbells++;
+	if (db)
+		fk->doorbells++;
 	for (; wr; wr = wr->next) {
 		if (fk->post_fail_at && sq->posted + 1 == fk->post_fail_at &&
 		    fk->post_fail_err) {
 			fk->post_fail_at = 0;
 			*bad_wr = wr;
-			return fk->post_fail_err;
+			ret = fk->post_fail_err;
+			break;
 		}
 		if (sq->posted - sq->done >= sq->depth ||
 		    (fk->post_fail_at && sq->posted + 1 == fk->post_fail_at)) {
 			*bad_wr = wr;
-			return ENOMEM;
+			ret = ENOMEM;
+			break;
 		}
 		if (wr->send_flags & SVERBS_PRIO_MASK)
 			fk->leaks++;
@@ -99,7 +110,10 @@ static int fk_post_send_locked(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		if (sq->posted - sq->done > sq->max_out)
 			sq->max_out = sq->posted - sq->done;
 	}
-	return fk->db_fail_err;
+	if (!db)
+		return ret;
+	ring_locked(sq);
+	return ret ? ret : fk->db_fail_err;
 }
 
 static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
@@ -108,9 +122,42 @@ static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	int ret;
 
 	pthread_mutex_lock(&fk_lock);
-	ret = fk_post_send_locked(qp, wr, bad_wr);
+	ret = fk_post_send_locked(qp, wr, bad_wr, true);
 	pthread_mutex_unlock(&fk_lock);
 	return ret;
+}
+
+static int fk_post_send_nodb(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			     struct ibv_send_wr **bad_wr)
+{
+	int ret;
+
+	pthread_mutex_lock(&fk_lock);
+	ret = fk_post_send_locked(qp, wr, bad_wr, false);
+	pthread_mutex_unlock(&fk_lock);
+	return ret;
+}
+
+static int fk_ring(struct ibv_qp *qp)
+{
+	pthread_mutex_lock(&fk_lock);
+	fk->doorbells++;
+	fk->rings++;
+	ring_locked(&fk->sq[fk_qp_index(qp)]);
+	pthread_mutex_unlock(&fk_lock);
+	return fk->db_fail_err;
+}
+
+int fk_unrung(int i)
+{
+	int n;
+
+	pthread_mutex_lock(&fk_lock);
+	/* (a QP in error flushed them: not waiting for a doorbell) */
+	n = fk->sq[i].posted -
+	    (fk->sq[i].done > fk->sq[i].rung ? fk->sq[i].done : fk->sq[i].rung);
+	pthread_mutex_unlock(&fk_lock);
+	return n;
 }
 
 static void complete_one(int i, enum ibv_wc_status status)
@@ -147,7 +194,9 @@ static int complete_locked(int i, int n)
 	struct fk_sq *sq = &fk->sq[i];
 	int k = 0;
 
-	while ((n < 0 || k < n) && sq->done < sq->posted) {
+	/* what was never rung runs only to be flushed (the QP in error) */
+	while ((n < 0 || k < n) &&
+	       sq->done < (sq->err ? sq->posted : sq->rung)) {
 		complete_one(i, IBV_WC_SUCCESS);
 		k++;
 	}
@@ -170,7 +219,7 @@ int fk_fail_next(int i, enum ibv_wc_status status)
 	int k = 0;
 
 	pthread_mutex_lock(&fk_lock);
-	if (sq->done < sq->posted) {
+	if (sq->done < sq->rung) {
 		complete_one(i, status);
 		sq->err = true;
 		k = 1 + complete_locked(i, -1);
@@ -357,6 +406,24 @@ const struct sverbs_adapter fk_adapter = {
 	.nop_wr = fk_nop_wr,
 	.cq_consumed = fk_cq_consumed,
 	.cq_sync = fk_cq_sync,
+};
+
+const struct sverbs_adapter fk_adapter_defer = {
+	.name = "fake-defer",
+	.post_send = fk_post_send,
+	.sq_full = fk_sq_full,
+	.cq_lockless = fk_cq_lockless,
+	.qp_lockless = fk_qp_lockless,
+	.limit_err = fk_limit_err,
+	.poll_cq = fk_poll_cq,
+	.req_notify_cq = fk_req_notify_cq,
+	.resize_cq = fk_resize_cq,
+	.log = fk_log,
+	.nop_wr = fk_nop_wr,
+	.cq_consumed = fk_cq_consumed,
+	.cq_sync = fk_cq_sync,
+	.post_send_nodb = fk_post_send_nodb,
+	.ring = fk_ring,
 };
 
 void fk_init(int cq_cqe)

@@ -39,6 +39,7 @@ struct fk_sq {
 	struct fk_wqe *w; /* the last FK_HIST WQEs posted (a ring) */
 	int posted;
 	int done;
+	int rung; /* WQEs the hardware was told of (doorbells); only those run */
 	int depth;
 	bool err;
 	bool sig_all;
@@ -60,6 +61,7 @@ struct fk {
 	bool cq_overflow;
 	struct ibv_wc ex_cur;
 	int doorbells;
+	int rings; /* the adapter's ring: doorbells without a post */
 	int leaks; /* WQEs that carried sverbs priority bits */
 	int notify_calls;
 	int notify_solicited; /* solicited_only of the last arm */
@@ -88,6 +90,8 @@ struct fk {
 
 extern struct fk *fk;
 extern const struct sverbs_adapter fk_adapter;
+/* fk_adapter with post_send_nodb and ring (deferred doorbells, watch.c) */
+extern const struct sverbs_adapter fk_adapter_defer;
 
 void fk_init(int cq_cqe);
 void fk_fini(void);
@@ -98,6 +102,8 @@ int fk_qp_index(const struct ibv_qp *qp);
  * an error: the QP enters error and the rest flushes). */
 int fk_complete(int i, int n);
 int fk_fail_next(int i, enum ibv_wc_status status);
+/* WQEs of QP i written without a doorbell since its last one. */
+int fk_unrung(int i);
 /* A receive completion of QP i (behind what the CQ holds). */
 void fk_recv_cqe(int i, uint64_t wr_id, enum ibv_wc_status status);
 /* The adapter's wc_is_recv for err_side (not in fk_adapter). */

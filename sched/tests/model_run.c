@@ -499,9 +499,12 @@ static void wqe_check(struct mqp *q, const struct fk_wqe *fw, uint32_t wi)
 	}
 }
 
-/* The layer's post_send, wrapped: record WQEs, inject refusals. */
-static int mdl_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
-			 struct ibv_send_wr **bad_wr)
+/*
+ * The layer's post_send (db) or post_send_nodb, wrapped: record WQEs,
+ * inject refusals.
+ */
+static int mdl_post(struct ibv_qp *qp, struct ibv_send_wr *wr,
+		    struct ibv_send_wr **bad_wr, bool db)
 {
 	struct ibv_send_wr *c, *cut = NULL, *prev = NULL;
 	struct mqp *q;
@@ -523,7 +526,8 @@ static int mdl_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	if (cut && prev)
 		prev->next = NULL;
 	if (!cut || prev)
-		ret = fk_adapter.post_send(qp, wr, bad_wr);
+		ret = db ? fk_adapter.post_send(qp, wr, bad_wr)
+			 : fk_adapter_defer.post_send_nodb(qp, wr, bad_wr);
 	if (cut && prev)
 		prev->next = cut;
 	after = fk->sq[fk_qp_index(qp)].posted;
@@ -578,6 +582,29 @@ static int mdl_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 					 M->post_q == (uint32_t)(q - M->qp);
 		}
 	}
+	pthread_mutex_unlock(&M->lock);
+	return ret;
+}
+
+static int mdl_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad_wr)
+{
+	return mdl_post(qp, wr, bad_wr, true);
+}
+
+static int mdl_post_send_nodb(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			      struct ibv_send_wr **bad_wr)
+{
+	return mdl_post(qp, wr, bad_wr, false);
+}
+
+static int mdl_ring(struct ibv_qp *qp)
+{
+	int ret;
+
+	pthread_mutex_lock(&M->lock);
+	ret = fk_adapter_defer.ring(qp);
+	M->res->rings++;
 	pthread_mutex_unlock(&M->lock);
 	return ret;
 }
@@ -816,6 +843,7 @@ static void qp_new(void)
 		qp->qp_num = M->next_qpn++;
 	fk->sq[fi].posted = 0;
 	fk->sq[fi].done = 0;
+	fk->sq[fi].rung = 0;
 	fk->sq[fi].err = false;
 	fk->sq[fi].out_bytes = 0;
 	q->qp_num = qp->qp_num;
@@ -898,6 +926,7 @@ static void qp_destroy(struct mqp *q)
 	M->slot[q->fi] = -1;
 	/* the provider's QP is gone: its send queue with it */
 	fk->sq[q->fi].done = fk->sq[q->fi].posted;
+	fk->sq[q->fi].rung = fk->sq[q->fi].posted;
 	pthread_mutex_unlock(&M->lock);
 	/* an application collects a destroyed QP's completions (MK_QPN_REUSE:
 	 * not before a new QP took its number) */
@@ -1354,6 +1383,7 @@ static void random_config(struct sverbs_config *c, bool timing)
 static void drain(void)
 {
 	uint64_t last = UINT64_MAX;
+	bool unrung = false;
 	uint32_t i;
 	int round, same = 0;
 
@@ -1369,11 +1399,16 @@ static void drain(void)
 		if (round % 7 == 3)
 			sverbs_req_notify_cq(M->scq, 0);
 		pthread_mutex_lock(&M->lock);
-		for (i = 0; i < M->nqp; i++)
+		for (i = 0; i < M->nqp; i++) {
 			sum += M->qp[i].hw_posted;
+			/* deferred WQEs: the budget's timer rings them */
+			if (M->qp[i].alive && fk_unrung(M->qp[i].fi))
+				unrung = true;
+		}
 		sum += M->res->completions;
 		pthread_mutex_unlock(&M->lock);
-		same = sum == last ? same + 1 : 0;
+		same = sum == last && !unrung ? same + 1 : 0;
+		unrung = false;
 		last = sum;
 	}
 }
@@ -1491,6 +1526,14 @@ uint64_t model_run(const struct model_opts *o, struct model_result *res)
 	random_config(&m.cfg, o->timing);
 	m.ad = fk_adapter;
 	m.ad.post_send = mdl_post_send;
+	/*
+	 * Deferred doorbells (sched/watch.c) in half the budgeted runs,
+	 * derived from the budget's draw (a new draw would shift the seeds)
+	 */
+	if (m.cfg.batch_budget_us % 2) {
+		m.ad.post_send_nodb = mdl_post_send_nodb;
+		m.ad.ring = mdl_ring;
+	}
 	m.ad.sq_full = mdl_sq_full;
 	/* room for the completions of MQ QPs of 64 and one destroyed set */
 	m.app_cqe = 2 * MQ * 64;

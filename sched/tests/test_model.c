@@ -58,7 +58,7 @@ static int run_many(uint64_t first_seed, uint64_t total, uint64_t per_run,
 	struct model_result r;
 	struct model_opts o = {};
 	uint64_t wrs = 0, cqes = 0, wqes = 0, faults = 0, reserved = 0, seed;
-	uint64_t left = 0;
+	uint64_t left = 0, rings = 0;
 	struct timespec t0, t1;
 	int bad = 0, runs = 0;
 
@@ -85,6 +85,7 @@ static int run_many(uint64_t first_seed, uint64_t total, uint64_t per_run,
 		faults += r.faults;
 		reserved += r.reserved;
 		left += r.watch_left;
+		rings += r.rings;
 		runs++;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -95,13 +96,13 @@ static int run_many(uint64_t first_seed, uint64_t total, uint64_t per_run,
 		       "WQEs, "
 		       "%llu completions, %llu faults, %llu reserved wr_ids "
 		       "refused, %llu watched QPs left pass-through, "
-		       "%d failing runs, "
+		       "%llu deferred doorbells, %d failing runs, "
 		       "%.1f s\n",
 		       runs, (unsigned long long)first_seed,
 		       (unsigned long long)seed - 1, (unsigned long long)wrs,
 		       (unsigned long long)wqes, (unsigned long long)cqes,
 		       (unsigned long long)faults, (unsigned long long)reserved,
-		       (unsigned long long)left, bad,
+		       (unsigned long long)left, (unsigned long long)rings, bad,
 		       (double)(t1.tv_sec - t0.tv_sec) +
 			       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	return bad;

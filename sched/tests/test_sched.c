@@ -28,6 +28,8 @@ extern void (*sv_test_hr_gap)(struct sverbs_cq *scq);
 static struct sverbs_config cfg;
 static struct sverbs_cq *scq;
 static struct sverbs_qp *sqp[FK_QPS];
+/* the adapter of setup() and mkqp(): fk_adapter unless a test says */
+static const struct sverbs_adapter *test_ad = &fk_adapter;
 static uint8_t inline_buf[256];
 static struct ibv_qp_ex fake_qpx;
 
@@ -51,7 +53,7 @@ static void cfg_default(void)
 static void setup(int app_cqe)
 {
 	fk_init(app_cqe + (int)cfg.cq_headroom);
-	scq = sverbs_cq_create(&fk_adapter, fk_cq(), &cfg);
+	scq = sverbs_cq_create(test_ad, fk_cq(), &cfg);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(scq);
 	memset(sqp, 0, sizeof(sqp));
 }
@@ -68,7 +70,7 @@ static struct sverbs_qp *mkqp_type(int i, enum ibv_qp_type type, int cap,
 	a.sq_sig_all = sig_all;
 	a.qp_type = type;
 	a.send_cq = fk_cq();
-	sqp[i] = sverbs_qp_create(&fk_adapter, qp, scq, &a, &cfg);
+	sqp[i] = sverbs_qp_create(test_ad, qp, scq, &a, &cfg);
 	return sqp[i];
 }
 
@@ -91,6 +93,7 @@ static void teardown(void)
 	sverbs_cq_destroy(scq);
 	scq = NULL;
 	fk_fini();
+	test_ad = &fk_adapter;
 }
 
 static int post_sge(struct sverbs_qp *q, uint64_t id, enum ibv_wr_opcode op,
@@ -3470,6 +3473,202 @@ static void test_budget_size_policy_holdable(void)
 	teardown();
 }
 
+/* ------------------------------------------ deferred doorbells (watch.c) */
+
+/*
+ * A watched QP on an adapter that splits post and doorbell (fk_adapter_defer:
+ * rxe's post_send_nodb and ring).  Budget 10 s unless given: only the batch
+ * target and the triggers ring.
+ */
+static void defer_setup(uint32_t budget_us)
+{
+	test_ad = &fk_adapter_defer;
+	watch_setup(budget_us);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.pt), SVERBS_PT_WATCH);
+}
+
+/* n signaled 64 B WRITEs, wr_ids first.. */
+static void post_ids(int i, uint64_t first, int n, unsigned int flags)
+{
+	int k;
+
+	for (k = 0; k < n; k++)
+		CU_ASSERT_EQUAL(post(sqp[i], first + (uint64_t)k,
+				     IBV_WR_RDMA_WRITE, 64,
+				     IBV_SEND_SIGNALED | flags),
+				0);
+}
+
+/* Liveness, not speed: up to 5 s for the budget's timer to ring QP i. */
+static void wait_rung(int i)
+{
+	int k;
+
+	for (k = 0; k < 5000 && fk_unrung(i); k++)
+		usleep(1000);
+	CU_ASSERT_EQUAL(fk_unrung(i), 0);
+}
+
+/*
+ * Posts that run ahead of their completions batch without the queue: the
+ * WQEs are the provider's, with the application's own wr_ids, written at
+ * once; one doorbell for each batch target (half the 32-deep queue here),
+ * the rest waiting for a trigger.  The QP stays in pass-through, its CQ is
+ * never polled by the layer, and the next post of a poster that took a
+ * completion rings everything deferred with its own (stock) doorbell.
+ */
+static void test_defer_batches(void)
+{
+	struct sverbs_qp_stats st;
+	struct ibv_wc wc[32];
+	int i, n;
+
+	defer_setup(10 * 1000 * 1000);
+	post_ids(0, 100, 21, 0);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.pt), SVERBS_PT_WATCH);
+	CU_ASSERT_PTR_NULL(sqp[0]->slots);
+	CU_ASSERT_EQUAL(sv_cq_nlayered(scq), 0);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 21);
+	for (i = 0; i < 21; i++)
+		CU_ASSERT_EQUAL(fk_wqe(0, i)->wr.wr_id, 100 + (uint64_t)i);
+	/* the first post went stock (no gap yet); 16 deferred rang once */
+	CU_ASSERT_EQUAL(fk->rings, 1);
+	CU_ASSERT_EQUAL(fk->doorbells, 2);
+	CU_ASSERT_EQUAL(fk_unrung(0), 4);
+	CU_ASSERT_EQUAL(fk_wqe(0, 16)->doorbell, 2);
+	sverbs_qp_get_stats(sqp[0], &st);
+	CU_ASSERT(st.flags & SVERBS_QP_STATS_DEFERRED);
+	CU_ASSERT(st.flags & SVERBS_QP_STATS_PASSTHROUGH);
+	CU_ASSERT_EQUAL(st.wqes, 20);
+	CU_ASSERT_EQUAL(st.doorbells, 1);
+	/* what was rung completes, stock; the 4 deferred do not run */
+	CU_ASSERT_EQUAL(fk_complete(0, -1), 17);
+	n = poll_all(wc, 32);
+	CU_ASSERT_EQUAL(n, 17);
+	for (i = 0; i < n; i++)
+		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
+	/* it took completions: its next post rings all, stock */
+	post_ids(0, 121, 1, 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 0);
+	CU_ASSERT_EQUAL(fk->rings, 1);
+	CU_ASSERT_EQUAL(fk->doorbells, 3);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.deferred), 0);
+	CU_ASSERT_EQUAL(drain(0, wc, 32), 5);
+	for (i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(wc[i].wr_id, 117 + (uint64_t)i);
+	CU_ASSERT_EQUAL(fk->leaks, 0);
+	teardown();
+}
+
+/* A poster that stops: the budget's timer rings what it deferred. */
+static void test_defer_timer(void)
+{
+	struct ibv_wc wc[8];
+	int i;
+
+	defer_setup(2000);
+	post_ids(0, 100, 4, 0);
+	CU_ASSERT_TRUE(sqp[0]->timer_on);
+	wait_rung(0);
+	CU_ASSERT_EQUAL(fk->rings, 1);
+	CU_ASSERT_EQUAL(drain(0, wc, 8), 4);
+	for (i = 0; i < 4; i++)
+		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
+	teardown();
+}
+
+/*
+ * A modify of the QP's state rings what was deferred first, as stock had
+ * rung it at its post: to ERR, every WQE is flushed, each once.
+ */
+static void test_defer_modify(void)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+	struct ibv_wc wc[8];
+	int i;
+
+	defer_setup(10 * 1000 * 1000);
+	post_ids(0, 100, 4, 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 3);
+	sverbs_qp_modify_pre(sqp[0], &attr, IBV_QP_STATE);
+	CU_ASSERT_EQUAL(fk_unrung(0), 0);
+	CU_ASSERT_EQUAL(fk->rings, 1);
+	fk_qp_error(0);
+	sverbs_qp_modify_post(sqp[0], &attr, IBV_QP_STATE, 0);
+	CU_ASSERT_EQUAL(poll_all(wc, 8), 4);
+	for (i = 0; i < 4; i++) {
+		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
+		CU_ASSERT_EQUAL(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+	}
+	teardown();
+}
+
+/*
+ * A WR that states a priority leaves pass-through for the queue: the
+ * deferred WQEs are rung before its first WQE, and every WR completes
+ * once, in order, with its own wr_id.
+ */
+static void test_defer_then_prio(void)
+{
+	struct ibv_wc wc[16];
+	int i;
+
+	defer_setup(10 * 1000 * 1000);
+	post_ids(0, 100, 4, 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 3);
+	post_ids(0, 104, 1, SVERBS_PRIO(2));
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.pt), SVERBS_PT_OFF);
+	CU_ASSERT_EQUAL(fk->rings, 1);
+	CU_ASSERT_EQUAL(fk_unrung(0), 0);
+	CU_ASSERT_EQUAL_FATAL(fk->sq[0].posted, 5);
+	CU_ASSERT(fk_wqe(0, 3)->doorbell < fk_wqe(0, 4)->doorbell);
+	CU_ASSERT(sv_qp_owns(sqp[0], fk_wqe(0, 4)->wr.wr_id));
+	CU_ASSERT_EQUAL(drain(0, wc, 16), 5);
+	for (i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
+	check_no_internal(wc, 5);
+	CU_ASSERT_EQUAL(fk->leaks, 0);
+	teardown();
+}
+
+/*
+ * The provider refuses a WR of a deferred post: the WRs before it are rung
+ * at once (stock rings them before it returns the error), the error and
+ * the bad WR are stock's, and nothing waits.
+ */
+static void test_defer_refused(void)
+{
+	struct ibv_sge sge = { .addr = LADDR, .length = 64, .lkey = 7 };
+	struct ibv_send_wr wr[3] = {}, *bad = NULL;
+	struct ibv_wc wc[8];
+	int i;
+
+	defer_setup(10 * 1000 * 1000);
+	post_ids(0, 100, 2, 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 1);
+	for (i = 0; i < 3; i++) {
+		wr[i].wr_id = 102 + (uint64_t)i;
+		wr[i].opcode = IBV_WR_RDMA_WRITE;
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].wr.rdma.remote_addr = RADDR;
+		wr[i].wr.rdma.rkey = 9;
+		wr[i].next = i < 2 ? &wr[i + 1] : NULL;
+	}
+	fk->post_fail_at = 4; /* the second WR of the list */
+	fk->post_fail_err = EINVAL;
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), EINVAL);
+	CU_ASSERT_PTR_EQUAL(bad, &wr[1]);
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 3);
+	CU_ASSERT_EQUAL(fk_unrung(0), 0);
+	CU_ASSERT_EQUAL(fk->rings, 1);
+	CU_ASSERT_EQUAL(drain(0, wc, 8), 3);
+	for (i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
+	teardown();
+}
+
 /* A held WR is sent by the budget's timer when nobody polls. */
 static void test_budget_timer(void)
 {
@@ -4329,6 +4528,16 @@ int main(void)
 		{ "budget: level 0, arm, fence ring",
 		  test_budget_urgent_and_triggers },
 		{ "budget: timer sends held WRs", test_budget_timer },
+		{ "18.3 deferred doorbells: batches without the queue",
+		  test_defer_batches },
+		{ "18.3 deferred doorbells: the timer rings a stopped poster",
+		  test_defer_timer },
+		{ "18.3 deferred doorbells: a modify rings first",
+		  test_defer_modify },
+		{ "18.3 deferred doorbells: rung before a priority's queue",
+		  test_defer_then_prio },
+		{ "18.3 deferred doorbells: a refused WR rings the rest",
+		  test_defer_refused },
 		{ "scheduling starts once levels mix",
 		  test_schedule_once_levels_mix },
 		{ "budget: size policy stays holdable",
