@@ -11,6 +11,7 @@
  *   sverbs_e2e events       [--iters N]
  *   sverbs_e2e stats
  *   sverbs_e2e refused
+ *   sverbs_e2e defer
  *
  * Options also: --send-dev NAME (rxe1) --target-dev NAME (rxe0) --gid N (1).
  * The seed defaults to E2E_SEED or the clock, and is printed.  Output: one
@@ -1961,6 +1962,163 @@ static int cmd_events(uint32_t iters)
 	return 0;
 }
 
+/* ============================================================ defer */
+
+/*
+ * Poll QP 0's send CQ, posting nothing, until want completions came (each
+ * counted on its WR) or 30 s without one: under a budget the tail of a
+ * burst is rung by the budget's timer alone (sched/watch.c).
+ */
+static uint32_t defer_poll(struct eset *e, struct ibv_cq *cq, uint32_t want)
+{
+	struct ibv_wc wc[32];
+	double last = now_s();
+	uint32_t got = 0, qi, idx;
+	int n, i;
+
+	while (got < want) {
+		n = poll_cq(cq, wc, 32);
+		if (!n) {
+			if (now_s() - last > 30) {
+				bad("%u of %u completions, none for 30 s", got,
+				    want);
+				break;
+			}
+			continue;
+		}
+		last = now_s();
+		kick_watchdog();
+		for (i = 0; i < n; i++, got++) {
+			if (!split_wrid(wc[i].wr_id, &qi, &idx) ||
+			    idx >= e->n) {
+				e->unknown++;
+				bad("unknown wr_id 0x%" PRIx64, wc[i].wr_id);
+				continue;
+			}
+			e->w[idx].n++;
+			if (wc[i].status == IBV_WC_SUCCESS)
+				e->w[idx].n_ok++;
+			else if (wc[i].status == IBV_WC_WR_FLUSH_ERR)
+				e->w[idx].n_flush++;
+			else
+				e->w[idx].n_other++;
+		}
+	}
+	return got;
+}
+
+/*
+ * Deferred doorbells (sched/watch.c; a budget on rxe, the QP in
+ * pass-through): a poster that runs ahead of its completions (unmarked 64 B
+ * WRITEs, one per post, no poll between) batches by deferring rxe's
+ * doorbell, and when it stops only the budget's timer can send the tail:
+ * the test then polls without posting.  Every signaled WR completes once,
+ * successfully, its data written; under a budget the QP stays in
+ * pass-through, its stats say DEFERRED, with fewer doorbells than WQEs.
+ * Then a deferred tail and a modify to ERR: every signaled WR completes
+ * exactly once (success or flush).  Every mode runs the same WRs.
+ */
+static int cmd_defer(void)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	const char *budget = getenv("SVERBS_BATCH_BUDGET_US");
+	bool budgeted = budget && atoi(budget) > 0;
+	struct sverbs_qp_stats st;
+	struct eset e = { 0 };
+	struct ewr *w;
+	struct rig r;
+	struct pair p;
+	uint32_t i, k, want, first;
+
+	phase = "defer: setup";
+	rig_open(&r, 8 * MiB, false);
+	p = rig_pair(&r);
+	detect_layer(p.s);
+	e_cq = r.scq;
+	note("defer: 20 bursts of 48 single 64 B WRITEs (every 4th "
+	     "signaled), then poll without posting (SVERBS_BATCH_BUDGET_US=%s)",
+	     budget ? budget : "<unset>");
+	bad_reset();
+	watchdog_s = 60;
+	for (i = 0; i < 20; i++) {
+		phase = "defer: a burst, then poll only";
+		kick_watchdog();
+		first = e.n;
+		want = 0;
+		for (k = 0; k < 48; k++) {
+			w = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 64,
+				     SVERBS_NUM_PRIO, k % 4 == 3);
+			want += w->signaled;
+			post_one(p.s, &r, w, &e);
+		}
+		defer_poll(&e, r.scq, want);
+		for (k = first; k < e.n; k++) {
+			w = &e.w[k];
+			if (w->signaled ? (w->n != 1 || w->n_ok != 1)
+					: w->n != 0)
+				bad("burst %u wr %u: %d completions, %d ok", i,
+				    k, w->n, w->n_ok);
+			if (check_pat(r.T + w->off, 0, w->idx, 0, 64) >= 0)
+				bad("burst %u wr %u: data not written", i, k);
+		}
+	}
+	check(n_bad == 0 && e.unknown == 0,
+	      "defer: 20 bursts of single posts, then polls alone: each "
+	      "signaled WR once, successfully, data written, no stall");
+	if (layer_on) {
+		if (sverbs_query_qp_stats(p.s, &st))
+			die("sverbs_query_qp_stats failed");
+		note("stats: flags %#x, wqes %" PRIu64 ", doorbells %" PRIu64,
+		     st.flags, st.wqes, st.doorbells);
+		if (budgeted)
+			check((st.flags & SVERBS_QP_STATS_PASSTHROUGH) &&
+				      (st.flags & SVERBS_QP_STATS_DEFERRED) &&
+				      st.wqes > 0 && st.doorbells < st.wqes,
+			      "defer: under a budget the QP stayed in "
+			      "pass-through and deferred doorbells (flags %#x, "
+			      "%" PRIu64 " WQEs, %" PRIu64 " doorbells)",
+			      st.flags, st.wqes, st.doorbells);
+		else
+			check(!(st.flags & SVERBS_QP_STATS_DEFERRED),
+			      "defer: no budget, no deferred doorbell (flags "
+			      "%#x)",
+			      st.flags);
+	}
+
+	/* a deferred tail, then the QP to ERR: rung first, then flushed */
+	phase = "defer: a burst, then modify to ERR";
+	bad_reset();
+	kick_watchdog();
+	first = e.n;
+	want = 0;
+	for (k = 0; k < 24; k++) {
+		w = eset_add(&e, &r, 0, IBV_WR_RDMA_WRITE, 64, SVERBS_NUM_PRIO,
+			     k % 3 == 2);
+		want += w->signaled;
+		post_one(p.s, &r, w, &e);
+	}
+	if (ibv_modify_qp(p.s, &a, IBV_QP_STATE))
+		die("ibv_modify_qp to ERR failed");
+	defer_poll(&e, r.scq, want);
+	for (k = first; k < e.n; k++) {
+		w = &e.w[k];
+		if (w->signaled && (w->n != 1 || w->n_other))
+			bad("wr %u: %d completions (%d ok, %d flushed)", k,
+			    w->n, w->n_ok, w->n_flush);
+		if (!w->signaled && w->n > 1)
+			bad("unsignaled wr %u: %d completions", k, w->n);
+	}
+	check(n_bad == 0 && e.unknown == 0,
+	      "defer: a burst then modify to ERR: each signaled WR exactly "
+	      "one completion, success or flush");
+	alarm(0);
+	ibv_destroy_qp(p.s);
+	ibv_destroy_qp(p.t);
+	rig_close(&r);
+	free(e.w);
+	return 0;
+}
+
 /* ============================================================ stats */
 
 static int cmd_stats(void)
@@ -3763,7 +3921,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: sverbs_e2e integrity|random|error-rkey|error-modify|"
-		"events|stats|refused|pt-leave|post-state|pt-list|enomem "
+		"events|stats|refused|pt-leave|post-state|pt-list|enomem|defer "
 		"[--seed N] "
 		"[--qps N] "
 		"[--wrs N] "
@@ -3840,6 +3998,8 @@ int main(int argc, char **argv)
 		cmd_pt_list();
 	else if (!strcmp(cmd, "enomem"))
 		cmd_enomem();
+	else if (!strcmp(cmd, "defer"))
+		cmd_defer();
 	else
 		usage();
 	alarm(0);
