@@ -236,8 +236,10 @@ def sverbs_side(row, on_runs):
     budgets = {label_field(r, "budget_us") for r in on_runs} - {None}
     if budgets:
         row["sverbs"]["budget_us"] = int(budgets.pop())
-    if {label_field(r, "linger") for r in on_runs} == {"on"}:
-        row["sverbs"]["linger"] = True
+    if {label_field(r, "linger") for r in on_runs} == {"off"}:
+        row["sverbs"]["linger"] = False
+    if {label_field(r, "defer") for r in on_runs} == {"off"}:
+        row["sverbs"]["defer"] = False
     if {label_field(r, "path") for r in on_runs} == {"queue"}:
         row["sverbs"]["path"] = "queue"
 
@@ -245,8 +247,9 @@ def sverbs_side(row, on_runs):
 def side_desc(sv):
     """The sverbs side's settings, for a table row ("" for the defaults)."""
     if sv.get("budget_us") is not None:
-        return "; sverbs: budget %s µs%s" % (sv["budget_us"],
-                                             ", linger" if sv.get("linger") else "")
+        return "; sverbs: budget %s µs%s%s" % (
+            sv["budget_us"], ", linger off" if sv.get("linger") is False else "",
+            ", through the queue (defer off)" if sv.get("defer") is False else "")
     if sv.get("path") == "queue":
         return "; sverbs: queue path (SVERBS_PASSTHROUGH=off)"
     return ""

@@ -11,8 +11,9 @@
 #   its completion; a trailing "b" (t1b, t4b, latb): the sverbs side with a
 #   batching budget of PERF_BUDGET_US (default 50) microseconds; a trailing
 #   "q" (t1q, pl16q, latq): the sverbs side with SVERBS_PASSTHROUGH=off (the
-#   layer's queue instead of pass-through); "bl" (t1bl, t4bl): the budget
-#   with SVERBS_BATCH_LINGER=on.  mib: 1 MiB WRITEs, each signaled, 2
+#   layer's queue instead of pass-through); "bn" (t1bn, t4bn): the budget
+#   with SVERBS_BATCH_LINGER=off; "bd" (t1bd, t4bd): the budget with
+#   SVERBS_BATCH_DEFER=off (batches through the layer's queue).  mib: 1 MiB WRITEs, each signaled, 2
 #   outstanding; the sverbs side marks them SVERBS_PRIO(7) (bargs), so the
 #   layer slices them (what one slice costs: perf/guest/syscalls.sh).
 #   mib-<K>k-s<S> (e.g. mib-4k-s1): mib with the sverbs side's slices fixed
@@ -24,8 +25,8 @@ bin=${PERF_BIN:?}/rate_bench
 rate_config() {
 	benv=() bargs=()
 	case $1 in
-	t1 | t1b | t1bl | t1q) args=(-T 1) ;;
-	t4 | t4b | t4bl | t4q) args=(-T 4) ;;
+	t1 | t1b | t1bn | t1bd | t1q) args=(-T 1) ;;
+	t4 | t4b | t4bn | t4bd | t4q) args=(-T 4) ;;
 	pl16 | pl16q) args=(-T 1 -l 16) ;;
 	t4pl16) args=(-T 4 -l 16) ;;
 	lat | latb | latq) args=(--lat) ;;
@@ -43,6 +44,7 @@ rate_config() {
 	esac
 	if [[ $1 == *b ]]; then benv=("SVERBS_BATCH_BUDGET_US=${PERF_BUDGET_US:-50}"); fi
 	if [[ $1 == *q ]]; then benv=(SVERBS_PASSTHROUGH=off); fi
-	if [[ $1 == *bl ]]; then benv=("SVERBS_BATCH_BUDGET_US=${PERF_BUDGET_US:-50}" SVERBS_BATCH_LINGER=on); fi
+	if [[ $1 == *bn ]]; then benv=("SVERBS_BATCH_BUDGET_US=${PERF_BUDGET_US:-50}" SVERBS_BATCH_LINGER=off); fi
+	if [[ $1 == *bd ]]; then benv=("SVERBS_BATCH_BUDGET_US=${PERF_BUDGET_US:-50}" SVERBS_BATCH_DEFER=off); fi
 	return 0
 }

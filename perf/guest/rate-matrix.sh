@@ -43,7 +43,8 @@ for ((r = 1; r <= reps; r++)); do
 		case ${benv[0]:-} in
 		SVERBS_BATCH_BUDGET_US=*)
 			label+=" budget_us=${benv[0]#*=}"
-			[ "${benv[1]:-}" != SVERBS_BATCH_LINGER=on ] || label+=" linger=on"
+			[ "${benv[1]:-}" != SVERBS_BATCH_LINGER=off ] || label+=" linger=off"
+			[ "${benv[1]:-}" != SVERBS_BATCH_DEFER=off ] || label+=" defer=off"
 			;;
 		SVERBS_PASSTHROUGH=off) label+=" path=queue" ;;
 		esac
