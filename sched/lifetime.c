@@ -295,6 +295,9 @@ void sverbs_qp_get_stats(struct sverbs_qp *sqp, struct sverbs_qp_stats *st)
 		st->held_p99_ns =
 			sverbs_batch_held_quantile(&sqp->batch->stats, 0.99);
 		st->batch_budget_ns = sqp->batch->budget_ns;
+	} else {
+		/* pass-through: the budget a watched QP batches with */
+		st->batch_budget_ns = (uint64_t)sqp->cfg.batch_budget_us * 1000;
 	}
 	st->slice_bytes = sv_slice_bytes(&sqp->slicer);
 	if (atomic_load(&sqp->fast.pt))

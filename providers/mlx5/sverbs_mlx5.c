@@ -144,6 +144,8 @@ static const struct sverbs_adapter mlx5_adapter = {
 	.wc_is_recv = mlx5_sv_wc_is_recv,
 	.cq_consumed = mlx5_sv_cq_consumed,
 	.cq_sync = mlx5_sv_cq_sync,
+	.post_send_nodb = mlx5_sv_post_nodb,
+	.ring = mlx5_sv_ring,
 };
 
 #define SV_ADAPTER	    mlx5_adapter

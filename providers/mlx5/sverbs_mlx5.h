@@ -24,6 +24,10 @@ int mlx5_sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		      struct ibv_send_wr **bad_wr);
 int mlx5_sv_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
 int mlx5_sv_poll_cq_v1(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
+/* mlx5_post_send without its doorbell, and the doorbell alone (0003) */
+int mlx5_sv_post_nodb(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		      struct ibv_send_wr **bad_wr);
+int mlx5_sv_ring(struct ibv_qp *ibqp);
 /* The glue (sverbs_mlx5.c): what those tests hand to the layer. */
 int mlx5_sv_post_layered(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			 struct ibv_send_wr **bad_wr);
