@@ -82,7 +82,8 @@ void sv_watch_seed(struct sverbs_qp *sqp)
  * provider as it is, its own wr_ids, its CQ still polled as stock, and
  * only its doorbell waits: the WQEs wait in the send queue itself, and one
  * doorbell later tells the hardware of them all (rxe: one system call;
- * the kernel runs the requester over every WQE written).  No copy, no
+ * the kernel runs the requester over every WQE written; mlx5: the doorbell
+ * record and one doorbell write).  No copy, no
  * slot, no translation of completions.
  *
  * fast.deferred counts the WQEs written since the last doorbell.  Whoever
