@@ -38,7 +38,7 @@ sv_post_watched(struct ibv_qp *ibqp, struct sverbs_qp *sv,
 {
 	if (sverbs_watch_waits(sv, wr, SV_ADAPTER.cq_consumed(ibqp->send_cq)))
 		return SV_ADAPTER.post_send(ibqp, wr, bad_wr);
-	return sverbs_post_queued(sv, wr, bad_wr);
+	return sverbs_post_watched(sv, wr, bad_wr);
 }
 
 /*

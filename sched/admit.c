@@ -320,7 +320,7 @@ static int post_queue(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
  */
 static bool post_passthrough(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 			     struct ibv_send_wr **bad_wr, unsigned char pt,
-			     int *ret)
+			     bool counted, int *ret)
 {
 	unsigned int found = sverbs_list_scan(wr);
 	uint64_t timed = 0;
@@ -332,7 +332,7 @@ static bool post_passthrough(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 					     memory_order_relaxed);
 	else
 		stays = !(pt == SVERBS_PT_WATCH && !found &&
-			  sv_watch_leaves(sqp, &timed));
+			  sv_watch_leaves(sqp, &timed, counted));
 	if (stays) {
 		*ret = post_stock(sqp, wr, bad_wr, found, timed);
 		return true;
@@ -367,7 +367,19 @@ int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		atomic_load_explicit(&sqp->fast.pt, memory_order_acquire);
 	int ret;
 
-	if (pt && post_passthrough(sqp, wr, bad_wr, pt, &ret))
+	if (pt && post_passthrough(sqp, wr, bad_wr, pt, false, &ret))
+		return ret;
+	return post_queue(sqp, wr, bad_wr);
+}
+
+int sverbs_post_watched(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad_wr)
+{
+	unsigned char pt =
+		atomic_load_explicit(&sqp->fast.pt, memory_order_acquire);
+	int ret;
+
+	if (pt && post_passthrough(sqp, wr, bad_wr, pt, true, &ret))
 		return ret;
 	return post_queue(sqp, wr, bad_wr);
 }

@@ -605,6 +605,7 @@ struct sverbs_cq *sverbs_cq_create(const struct sverbs_adapter *ad,
 	scq->fast.state = &scq->fast.own_state;
 	pthread_spin_init(&scq->lock, PTHREAD_PROCESS_PRIVATE);
 	pthread_spin_init(&scq->wait_lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&scq->defer_lock, PTHREAD_PROCESS_PRIVATE);
 	scq->ad = ad;
 	scq->cq = cq;
 	scq->cfg = *cfg;
@@ -663,6 +664,7 @@ void sverbs_cq_destroy(struct sverbs_cq *scq)
 		free(scq->stale[--scq->nstale].park);
 	free(scq->stale);
 	pthread_spin_destroy(&scq->wait_lock);
+	pthread_spin_destroy(&scq->defer_lock);
 	pthread_spin_destroy(&scq->lock);
 	free(scq);
 }
@@ -1011,6 +1013,7 @@ int sverbs_poll_cq(struct sverbs_cq *scq, int ne, struct ibv_wc *wc)
 
 	if (ne <= 0)
 		return 0;
+	sv_cq_ring_deferred(scq);
 	if (!cq_fast(scq))
 		return poll_layered(scq, ne, wc);
 	n = raw_poll(scq, ne, wc);
@@ -1033,6 +1036,8 @@ int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only)
 {
 	bool locked;
 
+	/* a sleeper's WQEs must not wait for the budget's timer */
+	sv_cq_ring_deferred(scq);
 	if (cq_fast(scq))
 		return scq->ad->req_notify_cq(scq->cq, solicited_only);
 	/* false: inside this thread's extended poll, the CQ lock is its own */
@@ -1076,6 +1081,7 @@ static int sv_start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr)
 	int ret;
 
 	(void)attr;
+	sv_cq_ring_deferred(scq);
 	pthread_spin_lock(&scq->lock);
 	ret = ex_next(scq);
 	if (ret)

@@ -102,6 +102,14 @@ struct sverbs_cq {
 	 */
 	pthread_spinlock_t wait_lock;
 	struct sverbs_qp *waiting;
+	/*
+	 * Watched QPs that may defer doorbells (sched/watch.c), which a poll
+	 * or an arm with SVERBS_CQ_DEFER set rings: joined once, left at the
+	 * QP's destroy; a leaf lock of its own (a ring takes the provider's
+	 * send queue lock inside it).
+	 */
+	pthread_spinlock_t defer_lock;
+	struct sverbs_qp *deferring;
 
 	uint64_t poll_gen;
 	uint64_t qp_visits; /* QPs a walk for waiting work looked at (tests) */
@@ -115,6 +123,17 @@ struct sverbs_cq {
 
 /* sverbs_fast.h reads it through a pointer to the object */
 _Static_assert(offsetof(struct sverbs_cq, fast) == 0, "fast: first");
+
+/* watch.c: ring what the CQ's watched QPs deferred (SVERBS_CQ_DEFER) */
+void sv_cq_ring_deferred_all(struct sverbs_cq *scq);
+
+/* A poll or an arm of the CQ: deferred WQEs go first (watch.c). */
+static inline void sv_cq_ring_deferred(struct sverbs_cq *scq)
+{
+	if (atomic_load_explicit(scq->fast.state, memory_order_relaxed) &
+	    SVERBS_CQ_DEFER)
+		sv_cq_ring_deferred_all(scq);
+}
 
 /* The fast word's parts (sverbs_fast.h): QPs out of pass-through, backlog. */
 static inline unsigned int sv_cq_nlayered(struct sverbs_cq *scq)

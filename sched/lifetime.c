@@ -176,9 +176,11 @@ bool sv_qp_defer_ready(struct sverbs_qp *sqp)
 	timer_setup(sqp);
 	ready = sqp->timer_on;
 	pthread_spin_unlock(&sqp->lock);
-	if (ready)
+	if (ready) {
+		sv_watch_join(sqp);
 		atomic_store_explicit(&sqp->watch.timer_ready, true,
 				      memory_order_release);
+	}
 	return ready;
 }
 
@@ -194,13 +196,8 @@ bool sv_qp_defer_ready(struct sverbs_qp *sqp)
 static void qp_timer_fire(void *arg)
 {
 	struct sverbs_qp *sqp = arg;
-	int err = sv_watch_ring(sqp);
 
-	if (err)
-		sv_log(sqp->ad, sqp->qp->context, SVERBS_LOG_INFO,
-		       "sverbs: QP %u: a deferred doorbell failed (%s); its "
-		       "WQEs go with the QP's next one",
-		       sqp->qp_num, strerror(err));
+	sv_watch_ring_late(sqp);
 	if (atomic_load(&sqp->fast.pt))
 		return;
 	/*
@@ -475,6 +472,8 @@ void sverbs_qp_destroy_pre(struct sverbs_qp *sqp)
 	/* no timer may pump a QP the provider is about to destroy */
 	if (sqp->timer_on)
 		sverbs_timer_del(&sqp->timer);
+	/* ... nor a poll ring it */
+	sv_watch_leave(sqp);
 	taken = sv_cq_lock(scq);
 	/* in pass-through, stock: the provider cleans its completions */
 	if (!atomic_load(&sqp->fast.pt))
@@ -511,6 +510,8 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 		taken = sv_cq_lock(scq);
 		sv_cq_relink(scq, sqp);
 		sv_cq_unlock(scq, taken);
+		if (atomic_load(&sqp->watch.timer_ready))
+			sv_watch_join(sqp);
 		return;
 	}
 	live_del(sqp);

@@ -113,10 +113,14 @@ struct sv_fifo {
 /* What a budgeted QP in pass-through measures (watch.c): relaxed atomics. */
 struct sv_watch {
 	_Atomic uint64_t gap_ns; /* EWMA of the gaps between posts */
+	_Atomic uint32_t target; /* the batch size that gap gives */
 	/* deferred doorbells: WQEs written without one, doorbells rung */
 	_Atomic uint64_t wqes;
 	_Atomic uint64_t rings;
 	atomic_bool timer_ready; /* the budget's timer is set up (lifetime.c) */
+	/* on its CQ's deferring list (watch.c; the CQ's defer_lock) */
+	bool listed;
+	struct sverbs_qp *next;
 	/* (the CQ's count and the last return: sverbs_qp_fast) */
 };
 
@@ -429,13 +433,17 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp);
 void sv_qp_leave_passthrough(struct sverbs_qp *sqp);
 
 /* watch.c; without the QP lock, but sv_watch_seed (with it) */
-bool sv_watch_leaves(struct sverbs_qp *sqp, uint64_t *timed);
+/* counted: the glue read the completion count for this post already */
+bool sv_watch_leaves(struct sverbs_qp *sqp, uint64_t *timed, bool counted);
 void sv_watch_returned(struct sverbs_qp *sqp);
 int sv_watch_ring(struct sverbs_qp *sqp);
+void sv_watch_ring_late(struct sverbs_qp *sqp);
 int sv_watch_post_deferred(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 			   struct ibv_send_wr **bad_wr, uint64_t now);
 /* lifetime.c: whether a watched QP may defer its doorbells (timer set up) */
 bool sv_qp_defer_ready(struct sverbs_qp *sqp);
+void sv_watch_join(struct sverbs_qp *sqp);
+void sv_watch_leave(struct sverbs_qp *sqp);
 void sv_watch_seed(struct sverbs_qp *sqp);
 void sv_watch_init(struct sverbs_qp *sqp);
 

@@ -67,7 +67,8 @@ struct sverbs_qp_fast {
 };
 
 /* struct sverbs_cq_fast.state: its low bits count the layered QPs */
-#define SVERBS_CQ_LAYERED 0x3fffffffu
+#define SVERBS_CQ_LAYERED 0x1fffffffu
+#define SVERBS_CQ_DEFER	  0x20000000u
 #define SVERBS_CQ_BACKLOG 0x40000000u
 #define SVERBS_CQ_EX	  0x80000000u
 
@@ -76,7 +77,9 @@ struct sverbs_cq_fast {
 	 * One word, so that the pass-through poll tests it once.  While no
 	 * registered QP has left pass-through (the count in LAYERED) and
 	 * nothing waits in the ready ring or the stale list (BACKLOG), a
-	 * poll is the provider's own.  EX: an extended CQ, always polled
+	 * poll is the provider's own.  DEFER: a watched QP on the CQ wrote
+	 * WQEs without their doorbell (sched/watch.c); the next poll or arm
+	 * rings them first.  EX: an extended CQ, always polled
 	 * through sched/.  The count and the bits change by atomic add, sub,
 	 * or and and, never by a store of the whole word.  It is own_state,
 	 * or a word of the provider's own CQ once the glue gave one

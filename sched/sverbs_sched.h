@@ -85,6 +85,13 @@ int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 /* sverbs_post_send() when !sverbs_post_is_stock(): the layer's queue. */
 int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		       struct ibv_send_wr **bad_wr);
+/*
+ * The same for a watched QP's post the glue found not waiting for its
+ * completions (sverbs_watch_waits() false): the completion count is not
+ * read again.
+ */
+int sverbs_post_watched(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad_wr);
 
 /*
  * A post whose list holds a wr_id of the layer's range (sverbs.h): the WRs

@@ -25,6 +25,8 @@
  * nothing and batches nothing.  Posts race on the estimate without a lock
  * (relaxed atomics): it is a heuristic, and any outcome is a correct QP.
  */
+#include <string.h>
+
 #include "cq_int.h"
 #include "qp_int.h"
 
@@ -34,13 +36,14 @@
  * to its next post says nothing about batches).  Otherwise the clock is
  * read here and at the post's return (*timed), and the gap decides.
  */
-bool sv_watch_leaves(struct sverbs_qp *sqp, uint64_t *timed)
+bool sv_watch_leaves(struct sverbs_qp *sqp, uint64_t *timed, bool counted)
 {
 	uint64_t budget = (uint64_t)sqp->cfg.batch_budget_us * 1000;
 	uint64_t now, last, gap;
+	uint32_t target;
 
 	*timed = 0;
-	if (sqp->ad->cq_consumed &&
+	if (!counted && sqp->ad->cq_consumed &&
 	    sverbs_watch_took(sqp, sqp->ad->cq_consumed(sqp->scq->cq)))
 		return false;
 	now = sverbs_now_ns();
@@ -52,7 +55,10 @@ bool sv_watch_leaves(struct sverbs_qp *sqp, uint64_t *timed)
 		atomic_store_explicit(&sqp->watch.gap_ns, gap,
 				      memory_order_relaxed);
 	}
-	return sverbs_batch_could_form(budget, gap);
+	/* (sverbs_batch_could_form(), keeping the target for a deferral) */
+	target = sverbs_batch_gap_target(budget, gap);
+	atomic_store_explicit(&sqp->watch.target, target, memory_order_relaxed);
+	return budget && target > 1;
 }
 
 /*
@@ -95,13 +101,19 @@ void sv_watch_seed(struct sverbs_qp *sqp)
  *  - a post the provider refused a WR of (stock rings the WRs before it);
  *  - any stock post of the QP (a poster that waits for its completions, a
  *    gap too long to batch: sverbs_watch_undefer());
+ *  - a poll or an arm of its send CQ: the post that took the count from 0
+ *    sets SVERBS_CQ_DEFER in the CQ's state word, which the provider's
+ *    own poll tests (any bit sends it to sverbs_poll_cq()), and the
+ *    layer's poll or arm rings every QP on the CQ's deferring list
+ *    first: a poster that waits for a completion of a deferred WQE does
+ *    not wait for the budget;
  *  - the budget's timer, armed by the post that took the count from 0
- *    (lifetime.c, qp_timer_fire()), for a poster that stops;
+ *    (lifetime.c, qp_timer_fire()), for a poster that stops and neither
+ *    polls nor arms;
  *  - a modify of the QP's state, and the QP leaving pass-through (a WR
  *    that states a priority), before its first WR of the queue.
  * A completion is never held: only WQEs not yet sent wait, at most the
- * budget.  A poster that polls for a completion of a deferred WQE waits
- * for the deadline (its next post rings at once).
+ * budget.
  */
 int sv_watch_ring(struct sverbs_qp *sqp)
 {
@@ -110,6 +122,65 @@ int sv_watch_ring(struct sverbs_qp *sqp)
 		return 0;
 	atomic_fetch_add_explicit(&sqp->watch.rings, 1, memory_order_relaxed);
 	return sqp->ad->ring(sqp->qp);
+}
+
+/*
+ * A ring no post waits for (the timer's, a poll's): its failure is logged;
+ * the WQEs stay in the send queue for the next doorbell, or are flushed
+ * with the QP, as stock's are after a failed doorbell.
+ */
+void sv_watch_ring_late(struct sverbs_qp *sqp)
+{
+	int err = sv_watch_ring(sqp);
+
+	if (err)
+		sv_log(sqp->ad, sqp->qp->context, SVERBS_LOG_INFO,
+		       "sverbs: QP %u: a deferred doorbell failed (%s); its "
+		       "WQEs go with the QP's next one",
+		       sqp->qp_num, strerror(err));
+}
+
+/* A QP that may defer joins its send CQ's deferring list, once. */
+void sv_watch_join(struct sverbs_qp *sqp)
+{
+	struct sverbs_cq *scq = sqp->scq;
+
+	pthread_spin_lock(&scq->defer_lock);
+	if (!sqp->watch.listed) {
+		sqp->watch.next = scq->deferring;
+		scq->deferring = sqp;
+		sqp->watch.listed = true;
+	}
+	pthread_spin_unlock(&scq->defer_lock);
+}
+
+/* ... and leaves it before the provider destroys the QP. */
+void sv_watch_leave(struct sverbs_qp *sqp)
+{
+	struct sverbs_cq *scq = sqp->scq;
+	struct sverbs_qp **p;
+
+	pthread_spin_lock(&scq->defer_lock);
+	for (p = &scq->deferring; sqp->watch.listed && *p;
+	     p = &(*p)->watch.next)
+		if (*p == sqp) {
+			*p = sqp->watch.next;
+			sqp->watch.listed = false;
+			break;
+		}
+	pthread_spin_unlock(&scq->defer_lock);
+}
+
+void sv_cq_ring_deferred_all(struct sverbs_cq *scq)
+{
+	struct sverbs_qp *sqp;
+
+	/* cleared first: a post that defers after this sets it again */
+	atomic_fetch_and(scq->fast.state, ~SVERBS_CQ_DEFER);
+	pthread_spin_lock(&scq->defer_lock);
+	for (sqp = scq->deferring; sqp; sqp = sqp->watch.next)
+		sv_watch_ring_late(sqp);
+	pthread_spin_unlock(&scq->defer_lock);
 }
 
 /* How many WRs of the list the provider took (up to bad; ret: its error). */
@@ -137,19 +208,30 @@ int sv_watch_post_deferred(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		atomic_fetch_add_explicit(&sqp->watch.wqes, n,
 					  memory_order_relaxed);
 	}
-	target = sverbs_batch_gap_target(
-		budget,
-		atomic_load_explicit(&sqp->watch.gap_ns, memory_order_relaxed));
+	/* what sv_watch_leaves() found for this post, or a racing one's */
+	target = atomic_load_explicit(&sqp->watch.target, memory_order_relaxed);
 	if (target > max)
 		target = max;
 	if (ret || before + n >= target) {
 		err = sv_watch_ring(sqp);
 		if (!ret)
 			ret = err;
+		/* the next gap counts from the return, not the doorbell */
+		sv_watch_returned(sqp);
+		return ret;
 	} else if (!before || sverbs_timer_orphaned()) {
 		sverbs_timer_arm(&sqp->timer, now + budget);
+		/* after the count: a poll that clears it rings this WQE */
+		if (!(atomic_load_explicit(sqp->scq->fast.state,
+					   memory_order_relaxed) &
+		      SVERBS_CQ_DEFER))
+			atomic_fetch_or(sqp->scq->fast.state, SVERBS_CQ_DEFER);
 	}
-	sv_watch_returned(sqp);
+	/*
+	 * No doorbell: the post's own cost is a WQE, so the next gap may
+	 * count from its start (no second clock read)
+	 */
+	atomic_store_explicit(&sqp->fast.last_ns, now, memory_order_relaxed);
 	return ret;
 }
 
@@ -157,9 +239,12 @@ int sv_watch_post_deferred(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 void sv_watch_init(struct sverbs_qp *sqp)
 {
 	atomic_init(&sqp->watch.gap_ns, 0);
+	atomic_init(&sqp->watch.target, 1);
 	atomic_init(&sqp->watch.wqes, 0);
 	atomic_init(&sqp->watch.rings, 0);
 	atomic_init(&sqp->watch.timer_ready, false);
+	sqp->watch.listed = false;
+	sqp->watch.next = NULL;
 	atomic_init(&sqp->fast.deferred, 0);
 	atomic_init(&sqp->fast.last_ns, 0);
 	atomic_init(&sqp->fast.consumed,

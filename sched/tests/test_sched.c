@@ -3513,9 +3513,10 @@ static void wait_rung(int i)
  * Posts that run ahead of their completions batch without the queue: the
  * WQEs are the provider's, with the application's own wr_ids, written at
  * once; one doorbell for each batch target (half the 32-deep queue here),
- * the rest waiting for a trigger.  The QP stays in pass-through, its CQ is
- * never polled by the layer, and the next post of a poster that took a
- * completion rings everything deferred with its own (stock) doorbell.
+ * the rest waiting for a trigger.  The QP stays in pass-through, and a
+ * poll of its CQ rings the rest before it polls (the poster may be
+ * waiting for one of them); the next post of a poster that took a
+ * completion goes stock, with its own doorbell.
  */
 static void test_defer_batches(void)
 {
@@ -3543,16 +3544,21 @@ static void test_defer_batches(void)
 	CU_ASSERT_EQUAL(st.doorbells, 1);
 	/* what was rung completes, stock; the 4 deferred do not run */
 	CU_ASSERT_EQUAL(fk_complete(0, -1), 17);
+	CU_ASSERT(atomic_load(scq->fast.state) & SVERBS_CQ_DEFER);
 	n = poll_all(wc, 32);
 	CU_ASSERT_EQUAL(n, 17);
 	for (i = 0; i < n; i++)
 		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
-	/* it took completions: its next post rings all, stock */
+	/* the poll rang them first */
+	CU_ASSERT_EQUAL(fk_unrung(0), 0);
+	CU_ASSERT_EQUAL(fk->rings, 2);
+	CU_ASSERT_FALSE(atomic_load(scq->fast.state) & SVERBS_CQ_DEFER);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.deferred), 0);
+	/* it took completions: its next post goes stock */
 	post_ids(0, 121, 1, 0);
 	CU_ASSERT_EQUAL(fk_unrung(0), 0);
-	CU_ASSERT_EQUAL(fk->rings, 1);
-	CU_ASSERT_EQUAL(fk->doorbells, 3);
-	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.deferred), 0);
+	CU_ASSERT_EQUAL(fk->rings, 2);
+	CU_ASSERT_EQUAL(fk->doorbells, 4);
 	CU_ASSERT_EQUAL(drain(0, wc, 32), 5);
 	for (i = 0; i < 5; i++)
 		CU_ASSERT_EQUAL(wc[i].wr_id, 117 + (uint64_t)i);
@@ -3560,7 +3566,29 @@ static void test_defer_batches(void)
 	teardown();
 }
 
-/* A poster that stops: the budget's timer rings what it deferred. */
+/*
+ * An arm of the CQ rings what was deferred (a program about to sleep on
+ * its completion channel), as a poll does.
+ */
+static void test_defer_arm(void)
+{
+	struct ibv_wc wc[8];
+
+	defer_setup(10 * 1000 * 1000);
+	post_ids(0, 100, 4, 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 3);
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 0);
+	CU_ASSERT_EQUAL(fk->rings, 1);
+	CU_ASSERT_EQUAL(fk->notify_calls, 1);
+	CU_ASSERT_EQUAL(drain(0, wc, 8), 4);
+	teardown();
+}
+
+/*
+ * A poster that stops, and neither polls nor arms: the budget's timer
+ * rings what it deferred.
+ */
 static void test_defer_timer(void)
 {
 	struct ibv_wc wc[8];
@@ -4532,6 +4560,8 @@ int main(void)
 		  test_defer_batches },
 		{ "18.3 deferred doorbells: the timer rings a stopped poster",
 		  test_defer_timer },
+		{ "18.3 deferred doorbells: an arm rings first",
+		  test_defer_arm },
 		{ "18.3 deferred doorbells: a modify rings first",
 		  test_defer_modify },
 		{ "18.3 deferred doorbells: rung before a priority's queue",

@@ -2008,15 +2008,38 @@ static uint32_t defer_poll(struct eset *e, struct ibv_cq *cq, uint32_t want)
 }
 
 /*
+ * Wait, without a verbs call, until the 64 B WRITE w's data is in the
+ * target buffer (30 s at most): only the budget's timer can send a
+ * deferred tail then (sched/watch.c).
+ */
+static void defer_wait_data(struct rig *r, const struct ewr *w)
+{
+	double t0 = now_s();
+
+	while (check_pat(r->T + w->off, 0, w->idx, 0, 64) >= 0) {
+		if (now_s() - t0 > 30) {
+			bad("wr %u: data not written for 30 s with no verbs "
+			    "call (the budget's timer)",
+			    w->idx);
+			return;
+		}
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	}
+	kick_watchdog();
+}
+
+/*
  * Deferred doorbells (sched/watch.c; a budget on rxe, the QP in
  * pass-through): a poster that runs ahead of its completions (unmarked 64 B
  * WRITEs, one per post, no poll between) batches by deferring rxe's
- * doorbell, and when it stops only the budget's timer can send the tail:
- * the test then polls without posting.  Every signaled WR completes once,
- * successfully, its data written; under a budget the QP stays in
- * pass-through, its stats say DEFERRED, with fewer doorbells than WQEs.
- * Then a deferred tail and a modify to ERR: every signaled WR completes
- * exactly once (success or flush).  Every mode runs the same WRs.
+ * doorbell.  When it stops, the tail goes by the budget's timer (10
+ * bursts: the test watches the target memory, no verbs call, until the
+ * burst's last WRITE landed) or by its next poll (10 bursts: polls at
+ * once).  Every signaled WR completes once, successfully, its data
+ * written; under a budget the QP stays in pass-through, its stats say
+ * DEFERRED, with fewer doorbells than WQEs.  Then a deferred tail and a
+ * modify to ERR: every signaled WR completes exactly once (success or
+ * flush).  Every mode runs the same WRs.
  */
 static int cmd_defer(void)
 {
@@ -2036,7 +2059,8 @@ static int cmd_defer(void)
 	detect_layer(p.s);
 	e_cq = r.scq;
 	note("defer: 20 bursts of 48 single 64 B WRITEs (every 4th "
-	     "signaled), then poll without posting (SVERBS_BATCH_BUDGET_US=%s)",
+	     "signaled); then 10 times wait for the data, 10 times poll at "
+	     "once (SVERBS_BATCH_BUDGET_US=%s)",
 	     budget ? budget : "<unset>");
 	bad_reset();
 	watchdog_s = 60;
@@ -2051,6 +2075,8 @@ static int cmd_defer(void)
 			want += w->signaled;
 			post_one(p.s, &r, w, &e);
 		}
+		if (i < 10)
+			defer_wait_data(&r, w);
 		defer_poll(&e, r.scq, want);
 		for (k = first; k < e.n; k++) {
 			w = &e.w[k];
@@ -2063,8 +2089,9 @@ static int cmd_defer(void)
 		}
 	}
 	check(n_bad == 0 && e.unknown == 0,
-	      "defer: 20 bursts of single posts, then polls alone: each "
-	      "signaled WR once, successfully, data written, no stall");
+	      "defer: 20 bursts of single posts, each tail sent by the timer "
+	      "(10) or a poll (10): each signaled WR once, successfully, data "
+	      "written, no stall");
 	if (layer_on) {
 		if (sverbs_query_qp_stats(p.s, &st))
 			die("sverbs_query_qp_stats failed");
