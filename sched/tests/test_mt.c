@@ -10,7 +10,10 @@
  * threads post to them stock; and QPs of one CQ that all leave
  * pass-through at once (the adapter's cq_sync on several threads); and
  * posters that build ibv_wr_* batches on one QP and poll the CQ inside
- * them, beside posters of ibv_post_send().  Every
+ * them, beside posters of ibv_post_send(); and watched QPs on an adapter
+ * that splits post and doorbell (fk_adapter_defer): posters defer
+ * doorbells on one QP or several while the poller's polls and arms and the
+ * timer thread ring them (sched/watch.c).  Every
  * signaled WR completes exactly once, with success.  The fake adapter
  * serializes its "hardware" with a mutex, as a real provider does with its
  * SQ and CQ locks.
@@ -35,12 +38,16 @@ static struct sverbs_cq *scq;
 static struct sverbs_qp *sqp[POSTERS];
 static int nqp;
 static atomic_int count[POSTERS][PER];
+/* each poster's WRs polled: it keeps at most DEPTH unpolled, as verbs asks */
+static atomic_int polled[POSTERS];
 static atomic_int delivered, bad_status, unknown;
 static atomic_bool posters_done;
 static bool marks;    /* posters state priorities on half their WRs */
 static bool together; /* pass-through QPs of one CQ leave it at once */
 static bool batches;  /* odd posters build ibv_wr_* batches, polling in them */
 static struct ibv_qp_ex qpx[POSTERS]; /* one per QP, as verbs has it */
+/* fk_adapter, or fk_adapter_defer (deferred doorbells) */
+static const struct sverbs_adapter *ad = &fk_adapter;
 static pthread_barrier_t start;
 
 struct poster {
@@ -62,6 +69,8 @@ static void tally(const struct ibv_wc *wc, int n)
 			atomic_fetch_add(&unknown, 1);
 		else
 			atomic_fetch_add(&count[t][j], 1);
+		if (t < POSTERS)
+			atomic_fetch_add(&polled[t], 1);
 		atomic_fetch_add(&delivered, 1);
 	}
 }
@@ -105,6 +114,16 @@ static void *poster(void *arg)
 		struct ibv_send_wr wr = {}, *bad = NULL;
 		int ret;
 
+		/*
+		 * No more unpolled WRs than the send queue's depth: a QP in
+		 * pass-through is the provider's, whose room comes back at
+		 * completion (rxe, the fake), not at the poll, and the CQ holds
+		 * DEPTH per poster (a CQ overflow is the application's error)
+		 */
+		if (i - atomic_load(&polled[p->t]) >= DEPTH) {
+			sched_yield();
+			continue;
+		}
 		wr.wr_id = (uint64_t)p->t << 32 | (uint64_t)i;
 		wr.sg_list = &sge;
 		wr.num_sge = 1;
@@ -168,7 +187,7 @@ static void run(bool shared_qp, uint32_t budget_us, bool watched)
 	cfg.batch_budget_us = budget_us;
 	nqp = shared_qp ? 1 : POSTERS;
 	fk_init(nqp * DEPTH * 2 + (int)cfg.cq_headroom);
-	scq = sverbs_cq_create(&fk_adapter, fk_cq(), &cfg);
+	scq = sverbs_cq_create(ad, fk_cq(), &cfg);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(scq);
 	for (i = 0; i < nqp; i++) {
 		struct ibv_qp *qp = fk_qp(i, IBV_QPT_RC, DEPTH, false);
@@ -178,10 +197,11 @@ static void run(bool shared_qp, uint32_t budget_us, bool watched)
 		a.cap.max_inline_data = 64;
 		a.qp_type = IBV_QPT_RC;
 		a.send_cq = fk_cq();
-		sqp[i] = sverbs_qp_create(&fk_adapter, qp, scq, &a, &cfg);
+		sqp[i] = sverbs_qp_create(ad, qp, scq, &a, &cfg);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(sqp[i]);
 	}
 	memset(count, 0, sizeof(count));
+	memset(polled, 0, sizeof(polled));
 	atomic_store(&delivered, 0);
 	atomic_store(&bad_status, 0);
 	atomic_store(&unknown, 0);
@@ -228,8 +248,20 @@ static void run(bool shared_qp, uint32_t budget_us, bool watched)
 	 */
 	for (i = 0, j = 0; i < nqp && watched; i++)
 		j += atomic_load(&sqp[i]->fast.pt) == SVERBS_PT_OFF;
-	if (watched && !together)
+	if (watched && !together && ad == &fk_adapter)
 		CU_ASSERT(j > 0);
+	/* deferring: none left, and the posters' doorbells were deferred */
+	if (ad == &fk_adapter_defer) {
+		struct sverbs_qp_stats st;
+		uint64_t deferred = 0;
+
+		CU_ASSERT_EQUAL(j, 0);
+		for (i = 0; i < nqp; i++) {
+			sverbs_qp_get_stats(sqp[i], &st);
+			deferred += st.wqes;
+		}
+		CU_ASSERT(deferred > 0);
+	}
 	if (together)
 		CU_ASSERT_EQUAL(j, nqp);
 	for (i = 0; i < nqp; i++) {
@@ -268,6 +300,20 @@ static void test_one_qp_watched(void)
 static void test_qps_one_cq_watched(void)
 {
 	run(false, 100, true);
+}
+
+static void test_one_qp_deferred(void)
+{
+	ad = &fk_adapter_defer;
+	run(true, 100, true);
+	ad = &fk_adapter;
+}
+
+static void test_qps_one_cq_deferred(void)
+{
+	ad = &fk_adapter_defer;
+	run(false, 100, true);
+	ad = &fk_adapter;
 }
 
 /*
@@ -313,6 +359,8 @@ int main(void)
 	CU_add_test(s, "posters_qps_one_cq_budget", test_qps_one_cq_budget);
 	CU_add_test(s, "posters_one_qp_watched", test_one_qp_watched);
 	CU_add_test(s, "posters_qps_one_cq_watched", test_qps_one_cq_watched);
+	CU_add_test(s, "posters_one_qp_deferred", test_one_qp_deferred);
+	CU_add_test(s, "posters_qps_one_cq_deferred", test_qps_one_cq_deferred);
 	CU_add_test(s, "posters_one_qp_wr_batches", test_one_qp_wr_batches);
 	CU_add_test(s, "posters_qps_one_cq_wr_batches",
 		    test_qps_one_cq_wr_batches);
