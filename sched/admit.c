@@ -249,9 +249,6 @@ static int post_stock(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	if (found & SVERBS_SCAN_RESERVED)
 		return sverbs_post_send_checked(sqp->qp, wr, bad_wr,
 						sqp->ad->post_send);
-	/* its doorbell rings what the QP deferred (watch.c) */
-	if (timed)
-		sverbs_watch_undefer(sqp);
 	ret = sqp->ad->post_send(sqp->qp, wr, bad_wr);
 	if (timed)
 		sv_watch_returned(sqp);

@@ -237,22 +237,12 @@ static inline bool sverbs_qp_watched(const struct sverbs_qp *sqp)
 }
 
 /*
- * A watched QP's post that rings its doorbell (a stock post): every WQE
- * deferred before it goes with it, so the count starts again (watch.c).
- */
-static inline void sverbs_watch_undefer(struct sverbs_qp *sqp)
-{
-	struct sverbs_qp_fast *f = (struct sverbs_qp_fast *)sqp;
-
-	if (atomic_load_explicit(&f->deferred, memory_order_relaxed))
-		atomic_exchange(&f->deferred, 0);
-}
-
-/*
  * Whether the send CQ's count (consumed: the adapter's, now) moved since
  * the watched QP's previous post, which then waited for completions; the
  * count is kept, and no gap is counted from that post (sched/watch.c).
- * The post then goes stock and rings what was deferred.
+ * The post then goes stock; its doorbell sends what was deferred too, but
+ * the deferred count stays for the timer or a poll to ring again (a
+ * refused stock post may ring nothing: mlx5 with no WQE written).
  */
 static inline bool sverbs_watch_took(struct sverbs_qp *sqp, uint32_t consumed)
 {
@@ -263,7 +253,6 @@ static inline bool sverbs_watch_took(struct sverbs_qp *sqp, uint32_t consumed)
 		return false;
 	atomic_store_explicit(&f->consumed, consumed, memory_order_relaxed);
 	atomic_store_explicit(&f->last_ns, 0, memory_order_relaxed);
-	sverbs_watch_undefer(sqp);
 	return true;
 }
 

@@ -100,7 +100,10 @@ void sv_watch_seed(struct sverbs_qp *sqp)
  *    most half the send queue, which deferred WQEs must not fill);
  *  - a post the provider refused a WR of (stock rings the WRs before it);
  *  - any stock post of the QP (a poster that waits for its completions, a
- *    gap too long to batch: sverbs_watch_undefer());
+ *    gap too long to batch) sends them with its own doorbell, but leaves
+ *    the count: a refused stock post may ring nothing (mlx5 rings only
+ *    for WQEs it wrote), and a count erased then would strand them, so
+ *    the timer or a poll rings again, for nothing new at worst;
  *  - a poll or an arm of its send CQ: the post that took the count from 0
  *    sets SVERBS_CQ_DEFER in the CQ's state word, which the provider's
  *    own poll tests (any bit sends it to sverbs_poll_cq()), and the
