@@ -357,28 +357,29 @@ static bool post_passthrough(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	return false;
 }
 
-int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
-		       struct ibv_send_wr **bad_wr)
+/* counted: the glue read the completion count already (a watched post) */
+static int post_layered(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad_wr, bool counted)
 {
 	unsigned char pt =
 		atomic_load_explicit(&sqp->fast.pt, memory_order_acquire);
 	int ret;
 
-	if (pt && post_passthrough(sqp, wr, bad_wr, pt, false, &ret))
+	if (pt && post_passthrough(sqp, wr, bad_wr, pt, counted, &ret))
 		return ret;
 	return post_queue(sqp, wr, bad_wr);
+}
+
+int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+		       struct ibv_send_wr **bad_wr)
+{
+	return post_layered(sqp, wr, bad_wr, false);
 }
 
 int sverbs_post_watched(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 			struct ibv_send_wr **bad_wr)
 {
-	unsigned char pt =
-		atomic_load_explicit(&sqp->fast.pt, memory_order_acquire);
-	int ret;
-
-	if (pt && post_passthrough(sqp, wr, bad_wr, pt, true, &ret))
-		return ret;
-	return post_queue(sqp, wr, bad_wr);
+	return post_layered(sqp, wr, bad_wr, true);
 }
 
 /*

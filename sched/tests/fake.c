@@ -392,36 +392,23 @@ static void fk_cq_sync(struct ibv_cq *cq)
 		fk->sync_hook();
 }
 
+/* The ops both fake adapters share. */
+#define FK_ADAPTER_OPS                                                     \
+	.post_send = fk_post_send, .sq_full = fk_sq_full,                  \
+	.cq_lockless = fk_cq_lockless, .qp_lockless = fk_qp_lockless,      \
+	.limit_err = fk_limit_err, .poll_cq = fk_poll_cq,                  \
+	.req_notify_cq = fk_req_notify_cq, .resize_cq = fk_resize_cq,      \
+	.log = fk_log, .nop_wr = fk_nop_wr, .cq_consumed = fk_cq_consumed, \
+	.cq_sync = fk_cq_sync
+
 const struct sverbs_adapter fk_adapter = {
 	.name = "fake",
-	.post_send = fk_post_send,
-	.sq_full = fk_sq_full,
-	.cq_lockless = fk_cq_lockless,
-	.qp_lockless = fk_qp_lockless,
-	.limit_err = fk_limit_err,
-	.poll_cq = fk_poll_cq,
-	.req_notify_cq = fk_req_notify_cq,
-	.resize_cq = fk_resize_cq,
-	.log = fk_log,
-	.nop_wr = fk_nop_wr,
-	.cq_consumed = fk_cq_consumed,
-	.cq_sync = fk_cq_sync,
+	FK_ADAPTER_OPS,
 };
 
 const struct sverbs_adapter fk_adapter_defer = {
 	.name = "fake-defer",
-	.post_send = fk_post_send,
-	.sq_full = fk_sq_full,
-	.cq_lockless = fk_cq_lockless,
-	.qp_lockless = fk_qp_lockless,
-	.limit_err = fk_limit_err,
-	.poll_cq = fk_poll_cq,
-	.req_notify_cq = fk_req_notify_cq,
-	.resize_cq = fk_resize_cq,
-	.log = fk_log,
-	.nop_wr = fk_nop_wr,
-	.cq_consumed = fk_cq_consumed,
-	.cq_sync = fk_cq_sync,
+	FK_ADAPTER_OPS,
 	.post_send_nodb = fk_post_send_nodb,
 	.ring = fk_ring,
 };

@@ -1971,37 +1971,18 @@ static int cmd_events(uint32_t iters)
  */
 static uint32_t defer_poll(struct eset *e, struct ibv_cq *cq, uint32_t want)
 {
-	struct ibv_wc wc[32];
 	double last = now_s();
-	uint32_t got = 0, qi, idx;
-	int n, i;
+	uint32_t got = 0;
+	int n;
 
 	while (got < want) {
-		n = poll_cq(cq, wc, 32);
-		if (!n) {
-			if (now_s() - last > 30) {
-				bad("%u of %u completions, none for 30 s", got,
-				    want);
-				break;
-			}
-			continue;
-		}
-		last = now_s();
-		kick_watchdog();
-		for (i = 0; i < n; i++, got++) {
-			if (!split_wrid(wc[i].wr_id, &qi, &idx) ||
-			    idx >= e->n) {
-				e->unknown++;
-				bad("unknown wr_id 0x%" PRIx64, wc[i].wr_id);
-				continue;
-			}
-			e->w[idx].n++;
-			if (wc[i].status == IBV_WC_SUCCESS)
-				e->w[idx].n_ok++;
-			else if (wc[i].status == IBV_WC_WR_FLUSH_ERR)
-				e->w[idx].n_flush++;
-			else
-				e->w[idx].n_other++;
+		n = e_drain_cq(e, cq);
+		if (n) {
+			got += (uint32_t)n;
+			last = now_s();
+		} else if (now_s() - last > 30) {
+			bad("%u of %u completions, none for 30 s", got, want);
+			break;
 		}
 	}
 	return got;
