@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "cq_int.h"
 #include "qp_int.h"
 
 /*
@@ -379,6 +380,10 @@ int sverbs_post_queued(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 int sverbs_post_watched(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 			struct ibv_send_wr **bad_wr)
 {
+	/* a batch is open: the post joins it (watch.c) */
+	if (atomic_load_explicit(&sqp->fast.deferred, memory_order_relaxed) &&
+	    sverbs_list_plain(wr))
+		return sv_watch_post_joined(sqp, wr, bad_wr);
 	return post_layered(sqp, wr, bad_wr, true);
 }
 
@@ -455,5 +460,12 @@ int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	 */
 	if (sverbs_post_is_stock(sqp, wr))
 		return sqp->ad->post_send(sqp->qp, wr, bad_wr);
+	/* a watched QP: the glue's route (common/sverbs_glue_ops.h) */
+	if (sqp->ad->cq_consumed && sverbs_qp_watched(sqp)) {
+		if (sverbs_watch_waits(sqp, wr,
+				       sqp->ad->cq_consumed(sqp->scq->cq)))
+			return sqp->ad->post_send(sqp->qp, wr, bad_wr);
+		return sverbs_post_watched(sqp, wr, bad_wr);
+	}
 	return sverbs_post_queued(sqp, wr, bad_wr);
 }

@@ -114,6 +114,8 @@ struct sv_fifo {
 struct sv_watch {
 	_Atomic uint64_t gap_ns; /* EWMA of the gaps between posts */
 	_Atomic uint32_t target; /* the batch size that gap gives */
+	/* post calls since last_ns: the gaps its next sample spans */
+	_Atomic uint32_t since;
 	/* deferred doorbells: WQEs written without one, doorbells rung */
 	_Atomic uint64_t wqes;
 	_Atomic uint64_t rings;
@@ -438,6 +440,8 @@ bool sv_watch_leaves(struct sverbs_qp *sqp, uint64_t *timed, bool counted);
 void sv_watch_returned(struct sverbs_qp *sqp);
 int sv_watch_ring(struct sverbs_qp *sqp);
 void sv_watch_ring_late(struct sverbs_qp *sqp);
+int sv_watch_post_joined(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad_wr);
 int sv_watch_post_deferred(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 			   struct ibv_send_wr **bad_wr, uint64_t now);
 /* lifetime.c: whether a watched QP may defer its doorbells (timer set up) */

@@ -31,6 +31,36 @@
 #include "qp_int.h"
 
 /*
+ * The gap per post call over the time since last_ns: a batch's first post
+ * counts it from the first post of the batch before (posts that join a
+ * batch read no clock, sv_watch_post_joined()), so the time spans them all.
+ */
+static uint64_t gap_sample(struct sverbs_qp *sqp, uint64_t span)
+{
+	uint32_t since =
+		atomic_load_explicit(&sqp->watch.since, memory_order_relaxed);
+
+	return since > 1 ? span / since : span;
+}
+
+/* The next gap counts from now (ns), over one post call so far. */
+static void watch_mark(struct sverbs_qp *sqp, uint64_t now)
+{
+	atomic_store_explicit(&sqp->fast.last_ns, now, memory_order_relaxed);
+	atomic_store_explicit(&sqp->watch.since, 1, memory_order_relaxed);
+}
+
+/* A post joined the batch: one more gap in the next sample (racy: a hint) */
+static void watch_joined(struct sverbs_qp *sqp)
+{
+	uint32_t since =
+		atomic_load_explicit(&sqp->watch.since, memory_order_relaxed);
+
+	atomic_store_explicit(&sqp->watch.since, since + 1,
+			      memory_order_relaxed);
+}
+
+/*
  * A watched post begins.  A poster that took a completion since its
  * previous post is waiting for them: no batch, and no clock read (the gap
  * to its next post says nothing about batches).  Otherwise the clock is
@@ -51,7 +81,8 @@ bool sv_watch_leaves(struct sverbs_qp *sqp, uint64_t *timed, bool counted)
 	last = atomic_load_explicit(&sqp->fast.last_ns, memory_order_relaxed);
 	gap = atomic_load_explicit(&sqp->watch.gap_ns, memory_order_relaxed);
 	if (last && now >= last) {
-		gap = sverbs_batch_gap_ewma(budget, gap, now - last);
+		gap = sverbs_batch_gap_ewma(budget, gap,
+					    gap_sample(sqp, now - last));
 		atomic_store_explicit(&sqp->watch.gap_ns, gap,
 				      memory_order_relaxed);
 	}
@@ -67,8 +98,7 @@ bool sv_watch_leaves(struct sverbs_qp *sqp, uint64_t *timed, bool counted)
  */
 void sv_watch_returned(struct sverbs_qp *sqp)
 {
-	atomic_store_explicit(&sqp->fast.last_ns, sverbs_now_ns(),
-			      memory_order_relaxed);
+	watch_mark(sqp, sverbs_now_ns());
 }
 
 /* The queue's batching starts from the estimate (queue set up, locked). */
@@ -197,6 +227,12 @@ static uint32_t wrs_taken(const struct ibv_send_wr *wr,
 	return n;
 }
 
+/*
+ * now: the post's start, read by sv_watch_leaves() for the batch's first
+ * post; 0 for a post that joins the batch (sv_watch_post_joined()), which
+ * reads the clock only if it has the timer to arm (the batch was rung
+ * meanwhile).
+ */
 int sv_watch_post_deferred(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 			   struct ibv_send_wr **bad_wr, uint64_t now)
 {
@@ -223,7 +259,8 @@ int sv_watch_post_deferred(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		sv_watch_returned(sqp);
 		return ret;
 	} else if (!before || sverbs_timer_orphaned()) {
-		sverbs_timer_arm(&sqp->timer, now + budget);
+		sverbs_timer_arm(&sqp->timer,
+				 (now ? now : sverbs_now_ns()) + budget);
 		/* after the count: a poll that clears it rings this WQE */
 		if (!(atomic_load_explicit(sqp->scq->fast.state,
 					   memory_order_relaxed) &
@@ -232,10 +269,30 @@ int sv_watch_post_deferred(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	}
 	/*
 	 * No doorbell: the post's own cost is a WQE, so the next gap may
-	 * count from its start (no second clock read)
+	 * count from its start (no second clock read); a joined post adds
+	 * one more to the gaps the next sample spans
 	 */
-	atomic_store_explicit(&sqp->fast.last_ns, now, memory_order_relaxed);
+	if (now)
+		watch_mark(sqp, now);
+	else
+		watch_joined(sqp);
 	return ret;
+}
+
+/*
+ * A watched post while a batch is open (fast.deferred nonzero) whose poster
+ * took no completion since its previous post (the glue's test,
+ * sverbs_watch_waits()): it joins the batch.  The batch's first post read
+ * the clock, measured the gap and set the target; those that join read no
+ * clock and compute nothing: a WQE, the count, and the doorbell at the
+ * target.  The budget's timer, armed by the first, bounds the wait; a post
+ * that finds the batch rung meanwhile arms it again.  The next batch's
+ * first post measures the gap over all of this one's posts (gap_sample()).
+ */
+int sv_watch_post_joined(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad_wr)
+{
+	return sv_watch_post_deferred(sqp, wr, bad_wr, 0);
 }
 
 /* The CQ's count as the QP starts (creation). */
@@ -243,6 +300,7 @@ void sv_watch_init(struct sverbs_qp *sqp)
 {
 	atomic_init(&sqp->watch.gap_ns, 0);
 	atomic_init(&sqp->watch.target, 1);
+	atomic_init(&sqp->watch.since, 1);
 	atomic_init(&sqp->watch.wqes, 0);
 	atomic_init(&sqp->watch.rings, 0);
 	atomic_init(&sqp->watch.timer_ready, false);

@@ -130,8 +130,13 @@ static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 static int fk_post_send_nodb(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			     struct ibv_send_wr **bad_wr)
 {
+	void (*hook)(void) = fk->nodb_hook;
 	int ret;
 
+	if (hook) {
+		fk->nodb_hook = NULL;
+		hook();
+	}
 	pthread_mutex_lock(&fk_lock);
 	ret = fk_post_send_locked(qp, wr, bad_wr, false);
 	pthread_mutex_unlock(&fk_lock);

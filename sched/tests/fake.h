@@ -39,7 +39,8 @@ struct fk_sq {
 	struct fk_wqe *w; /* the last FK_HIST WQEs posted (a ring) */
 	int posted;
 	int done;
-	int rung; /* WQEs the hardware was told of (doorbells); only those run */
+	int rung; /* WQEs the hardware was told of (doorbells); only those run
+		   */
 	int depth;
 	bool err;
 	bool sig_all;
@@ -84,6 +85,8 @@ struct fk {
 	bool err_side;
 	/* called once, then cleared, by the next poll_cq before it reads */
 	void (*poll_hook)(void);
+	/* the same for the next post_send_nodb, before it writes */
+	void (*nodb_hook)(void);
 	int sync_calls;		 /* the adapter's cq_sync */
 	void (*sync_hook)(void); /* called by each cq_sync */
 };

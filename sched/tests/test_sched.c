@@ -3697,6 +3697,80 @@ static void test_defer_refused(void)
 	teardown();
 }
 
+/*
+ * Posts that join an open batch (fast.deferred nonzero) read no clock: the
+ * batch's first post measured the gap and set the target, and the return
+ * it counts the next gap from (last_ns) stays its own; each one that joins
+ * adds one post to the gaps the next sample spans (watch.since), and the
+ * post that rings the batch counts the next gap from its return, over one.
+ */
+static void test_defer_joined(void)
+{
+	uint64_t first;
+	int k;
+
+	defer_setup(10 * 1000 * 1000);
+	post_ids(0, 100, 2, 0); /* stock (no gap yet), then the batch's first */
+	CU_ASSERT_EQUAL(fk_unrung(0), 1);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->watch.since), 1);
+	first = atomic_load(&sqp[0]->fast.last_ns);
+	CU_ASSERT(first != 0);
+	for (k = 0; k < 5; k++) {
+		usleep(10); /* a clock read here would move last_ns */
+		post_ids(0, 102 + (uint64_t)k, 1, 0);
+	}
+	CU_ASSERT_EQUAL(fk_unrung(0), 6);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.last_ns), first);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->watch.since), 6);
+	/* up to the target (half the 32-deep queue): one doorbell */
+	post_ids(0, 107, 10, 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 0);
+	CU_ASSERT_EQUAL(fk->rings, 1);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->watch.since), 1);
+	CU_ASSERT(atomic_load(&sqp[0]->fast.last_ns) > first);
+	teardown();
+}
+
+/* A poller on another thread, as a hook: a poll that rings the batch. */
+static void poll_rings(void)
+{
+	struct ibv_wc wc;
+
+	CU_ASSERT_EQUAL(sverbs_poll_cq(scq, 1, &wc), 0);
+}
+
+/*
+ * A post that joins a batch a poll rang meanwhile (between its test of
+ * the count and its own WQE): its WQE starts a new batch, so it marks the
+ * CQ for the next poll to ring and arms the timer, as a batch's first post
+ * does; else the WQE would wait for a later post's doorbell.
+ */
+static void test_defer_joined_rung(void)
+{
+	struct ibv_wc wc[8];
+	int k;
+
+	defer_setup(10 * 1000 * 1000);
+	post_ids(0, 100, 2, 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 1);
+	fk->nodb_hook = poll_rings;
+	post_ids(0, 102, 1, 0);
+	CU_ASSERT_PTR_NULL(fk->nodb_hook);
+	CU_ASSERT_EQUAL(fk->rings, 1);
+	CU_ASSERT_EQUAL(fk_unrung(0), 1);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.deferred), 1);
+	CU_ASSERT(atomic_load(scq->fast.state) & SVERBS_CQ_DEFER);
+	CU_ASSERT(atomic_load(&sqp[0]->timer.deadline_ns) != 0);
+	/* the next poll rings it (nothing has completed yet) */
+	CU_ASSERT_EQUAL(poll_all(wc, 8), 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 0);
+	CU_ASSERT_EQUAL(fk->rings, 2);
+	CU_ASSERT_EQUAL(drain(0, wc, 8), 3);
+	for (k = 0; k < 3; k++)
+		CU_ASSERT_EQUAL(wc[k].wr_id, 100 + (uint64_t)k);
+	teardown();
+}
+
 /* A held WR is sent by the budget's timer when nobody polls. */
 static void test_budget_timer(void)
 {
@@ -4568,6 +4642,10 @@ int main(void)
 		  test_defer_then_prio },
 		{ "18.3 deferred doorbells: a refused WR rings the rest",
 		  test_defer_refused },
+		{ "18.3 deferred doorbells: joined posts read no clock",
+		  test_defer_joined },
+		{ "18.3 deferred doorbells: a batch rung under a joining post",
+		  test_defer_joined_rung },
 		{ "scheduling starts once levels mix",
 		  test_schedule_once_levels_mix },
 		{ "budget: size policy stays holdable",
