@@ -149,6 +149,11 @@ libs_from_prefix() {
 #   off    SVERBS=off: stock rdma-core
 #   on     SVERBS=on: the defaults (an unmarked program's QPs stay in
 #          pass-through: the provider's own post and poll)
+#   defer  SVERBS=on SVERBS_BATCH_BUDGET_US=50, the rest default: what a
+#          user who sets a budget gets.  QPs stay in pass-through, watched;
+#          a poster that runs ahead of its completions defers its doorbells
+#          (the provider's WQEs, rung at the batch target, a poll or arm of
+#          the CQ, or the budget's timer: sched/watch.c)
 #   queue  SVERBS=on SVERBS_PASSTHROUGH=off SVERBS_SLICE_ALWAYS=on
 #          SVERBS_SLICE_BYTES=4k: every QP leaves pass-through from its first
 #          WR, every WR goes through the layer's software queue, scheduled and
@@ -156,8 +161,13 @@ libs_from_prefix() {
 #          translated
 #   budget queue + SVERBS_BATCH_BUDGET_US=50: WRs of the default level (4)
 #          may also be held up to 50 us for a bigger doorbell batch
-# layer_state then answers "off" for off, "on" for the others.
-ITEST_MODES="off on queue budget"
+# layer_state then answers "off" for off, "on" for the others.  The
+# suites whose hang guard leaves room run all five (verbs-basic, pyverbs);
+# perftest's matrix, rdma-core's suite and two-host run "off on defer
+# budget" (the queue's path through budget: every WR queued, sliced and
+# translated, plus the holding).
+ITEST_MODES="off on defer queue budget"
+ITEST_MODES_4="off on defer budget"
 use_mode() {
   local v
   for v in $(env | sed -n 's/^\(SVERBS_[A-Z_]*\)=.*/\1/p'); do
@@ -166,6 +176,7 @@ use_mode() {
   case $1 in
     off) export SVERBS=off ;;
     on) export SVERBS=on ;;
+    defer) export SVERBS=on SVERBS_BATCH_BUDGET_US=50 ;;
     queue) export SVERBS=on SVERBS_PASSTHROUGH=off SVERBS_SLICE_ALWAYS=on SVERBS_SLICE_BYTES=4k ;;
     budget) export SVERBS=on SVERBS_PASSTHROUGH=off SVERBS_SLICE_ALWAYS=on SVERBS_SLICE_BYTES=4k \
               SVERBS_BATCH_BUDGET_US=50 ;;

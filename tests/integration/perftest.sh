@@ -1,7 +1,7 @@
 #!/bin/bash
 # perftest.sh PREFIX [MODE...] - perftest over rxe1 (server) <- rxe0 (client),
-# in one guest, once per MODE (off, on, queue, budget: see use_mode in
-# lib.sh; default: all four), the matrix:
+# in one guest, once per MODE (off, on, defer, queue, budget: see use_mode
+# in lib.sh; default: off on defer budget, ITEST_MODES_4), the matrix:
 #   RC   ib_write_bw, ib_write_lat, ib_read_bw, ib_read_lat, ib_send_bw -q 4,
 #        ib_send_lat;
 #   -e   (completion events) ib_read_bw, ib_send_bw, ib_send_lat, ib_read_lat;
@@ -26,9 +26,9 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 itest_enter_vm "$0" "$@"
 
-itest_use_prefix "${1:?usage: perftest.sh PREFIX [off|on|queue|budget]...}"
+itest_use_prefix "${1:?usage: perftest.sh PREFIX [off|on|defer|queue|budget]...}"
 shift
-MODES=("$@"); [ ${#MODES[@]} -gt 0 ] || read -ra MODES <<< "$ITEST_MODES"
+MODES=("$@"); [ ${#MODES[@]} -gt 0 ] || read -ra MODES <<< "$ITEST_MODES_4"
 [ "${MODES[0]}" = off ] || { echo "perftest.sh: the first mode must be off (stock: the reference)" >&2; exit 2; }
 itest_need ib_write_bw ib_write_lat ib_read_bw ib_read_lat ib_send_lat ib_send_bw
 
@@ -158,7 +158,7 @@ for mode in "${MODES[@]}"; do
   fi
   for t in "${TESTS[@]}"; do
     IFS='|' read -r case tool args kind size iters sides <<< "$t"
-    n=$case-$mode
+    n=$case-$mode t0=$SECONDS
     port=$((port + 1))
     common=$COMMON cm=()
     case " $args " in *" -R "*) common=${COMMON/-x 1 /} cm=(--cm) ;; esac
@@ -194,7 +194,7 @@ for mode in "${MODES[@]}"; do
       fi
       check "[$mode] $case $side: served by our build" libs_from_prefix "$n.$side"
     done
-    echo "# [$mode] $case client: $(result_row "$ITEST_OUT/$n.cli.out" | tr -s ' \t' ' ')"
+    echo "# [$mode] $case client ($((SECONDS - t0)) s): $(result_row "$ITEST_OUT/$n.cli.out" | tr -s ' \t' ' ')"
     [ "$f" = "$ITEST_FAIL" ] || show "$ITEST_OUT/$n.cli.out" "$ITEST_OUT/$n.srv.out"
     case_outcome "$mode" "$case" "$f"
   done

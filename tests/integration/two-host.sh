@@ -2,8 +2,8 @@
 # two-host.sh PREFIX [MODE...] - traffic that really crosses a network: two
 # guests (SVERBS_VM_HOSTS=2), host A (rxe0, 10.77.0.1) and host B (rxe1,
 # 10.77.0.2), joined by a QEMU dgram link.  B runs the servers, A the
-# clients, per MODE (off, on, queue, budget: use_mode in lib.sh; default
-# all four, off first):
+# clients, per MODE (off, on, defer, queue, budget: use_mode in lib.sh;
+# default off on defer budget, ITEST_MODES_4):
 #   ibv_rc_pingpong -g 1 (100 x 4 KiB, data checked), ib_write_bw -x 1 -F.
 # Each host then compares its cases' outcomes in every mode with stock's.
 # Each host asserts its own side (exit 0, results, libs from PREFIX, layer
@@ -20,9 +20,9 @@ if [ -z "${RXE_VM_HOST:-}" ]; then      # on the host: start both guests
   exec "$SVERBS_VM_RUNNER" "$a" "$a"
 fi
 
-itest_use_prefix "${1:?usage: two-host.sh PREFIX [off|on|queue|budget]...}"
+itest_use_prefix "${1:?usage: two-host.sh PREFIX [off|on|defer|queue|budget]...}"
 shift
-MODES=("$@"); [ ${#MODES[@]} -gt 0 ] || read -ra MODES <<< "$ITEST_MODES"
+MODES=("$@"); [ ${#MODES[@]} -gt 0 ] || read -ra MODES <<< "$ITEST_MODES_4"
 [ "${MODES[0]}" = off ] || { echo "two-host.sh: the first mode must be off (stock: the reference)" >&2; exit 2; }
 for mode in "${MODES[@]}"; do use_mode "$mode" || exit 2; done
 itest_need ibv_rc_pingpong ib_write_bw

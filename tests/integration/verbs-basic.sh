@@ -4,8 +4,8 @@
 #   ibv_rc_pingpong rxe1 (server) <- rxe0 (client) with -g 1, polling and
 #   with -e (completion events),
 #   rping (rdma_cm) server on 10.77.0.2 <- client from 10.77.0.1,
-# once per MODE (off, on, queue, budget: use_mode in lib.sh; default all
-# four, off first).  Every process must load libibverbs and librxe from
+# once per MODE (off, on, defer, queue, budget: use_mode in lib.sh; default
+# all five, off first).  Every process must load libibverbs and librxe from
 # PREFIX (LD_DEBUG=libs), and the layer state seen by layer-state.py must be
 # MODE's.  Every case's outcome in every mode must be stock's (off).
 # PREFIX=system: the distro's rdma-core (developing the tests only; no layer
@@ -14,7 +14,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 itest_enter_vm "$0" "$@"
 
-itest_use_prefix "${1:?usage: verbs-basic.sh PREFIX [off|on|queue|budget]...}"
+itest_use_prefix "${1:?usage: verbs-basic.sh PREFIX [off|on|defer|queue|budget]...}"
 shift
 MODES=("$@"); [ ${#MODES[@]} -gt 0 ] || read -ra MODES <<< "$ITEST_MODES"
 [ "${MODES[0]}" = off ] || { echo "verbs-basic.sh: the first mode must be off (stock: the reference)" >&2; exit 2; }

@@ -1,8 +1,8 @@
 #!/bin/bash
 # run.sh PREFIX [MODE...] - the sverbs pyverbs tests (runner.py: every
 # test_*.py here) inside a Soft-RoCE guest, with Debian's /usr/bin/python3
-# and the pyverbs of PREFIX (PREFIX/env.sh), once per MODE (off, on, queue,
-# budget: use_mode in ../lib.sh; default all four, off first), then every
+# and the pyverbs of PREFIX (PREFIX/env.sh), once per MODE (off, on, defer,
+# queue, budget: use_mode in ../lib.sh; default all five, off first), then every
 # test's outcome in each mode compared with stock's (compare-rdma-core.py:
 # identical per-test outcomes, no stock failure).  Extra runner options:
 # PV_ARGS (e.g. PV_ARGS='-k large').
@@ -13,7 +13,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/../lib.sh"
 itest_enter_vm "$0" "$@"
 
-itest_use_prefix "${1:?usage: run.sh PREFIX [off|on|queue|budget]...}"
+itest_use_prefix "${1:?usage: run.sh PREFIX [off|on|defer|queue|budget]...}"
 shift
 MODES=("$@"); [ ${#MODES[@]} -gt 0 ] || read -ra MODES <<< "$ITEST_MODES"
 [ "${MODES[0]}" = off ] || { echo "run.sh: the first mode must be off (stock: the reference)" >&2; exit 2; }
