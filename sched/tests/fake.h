@@ -39,8 +39,7 @@ struct fk_sq {
 	struct fk_wqe *w; /* the last FK_HIST WQEs posted (a ring) */
 	int posted;
 	int done;
-	int rung; /* WQEs the hardware was told of (doorbells); only those run
-		   */
+	int rung; /* WQEs told of by doorbells: only those run */
 	int depth;
 	bool err;
 	bool sig_all;
