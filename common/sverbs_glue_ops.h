@@ -36,9 +36,9 @@ static __attribute__((noinline)) int
 sv_post_watched(struct ibv_qp *ibqp, struct sverbs_qp *sv,
 		struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
 {
-	if (sverbs_watch_waits(sv, wr, SV_ADAPTER.cq_consumed(ibqp->send_cq)))
-		return SV_ADAPTER.post_send(ibqp, wr, bad_wr);
-	return sverbs_post_watched(sv, wr, bad_wr);
+	return sverbs_post_watch_route(sv, ibqp, wr, bad_wr,
+				       SV_ADAPTER.cq_consumed(ibqp->send_cq),
+				       SV_ADAPTER.post_send);
 }
 
 /*

@@ -461,11 +461,9 @@ int sverbs_post_send(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	if (sverbs_post_is_stock(sqp, wr))
 		return sqp->ad->post_send(sqp->qp, wr, bad_wr);
 	/* a watched QP: the glue's route (common/sverbs_glue_ops.h) */
-	if (sqp->ad->cq_consumed && sverbs_qp_watched(sqp)) {
-		if (sverbs_watch_waits(sqp, wr,
-				       sqp->ad->cq_consumed(sqp->scq->cq)))
-			return sqp->ad->post_send(sqp->qp, wr, bad_wr);
-		return sverbs_post_watched(sqp, wr, bad_wr);
-	}
+	if (sqp->ad->cq_consumed && sverbs_qp_watched(sqp))
+		return sverbs_post_watch_route(
+			sqp, sqp->qp, wr, bad_wr,
+			sqp->ad->cq_consumed(sqp->scq->cq), sqp->ad->post_send);
 	return sverbs_post_queued(sqp, wr, bad_wr);
 }

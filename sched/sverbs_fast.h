@@ -269,6 +269,22 @@ static inline bool sverbs_watch_waits(struct sverbs_qp *sqp,
 	return sverbs_list_plain(wr) && sverbs_watch_took(sqp, consumed);
 }
 
+/*
+ * A watched QP's post: stock when its poster waits (consumed: the send CQ's
+ * count, now), else sched/'s, which may defer its doorbell.  The glue and
+ * sverbs_post_send() both route through here; post is the provider's own
+ * post_send (a constant in the glue: a direct call).
+ */
+static inline int
+sverbs_post_watch_route(struct sverbs_qp *sqp, struct ibv_qp *qp,
+			struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr,
+			uint32_t consumed, sverbs_post_send_fn post)
+{
+	if (sverbs_watch_waits(sqp, wr, consumed))
+		return post(qp, wr, bad_wr);
+	return sverbs_post_watched(sqp, wr, bad_wr);
+}
+
 /* Whether a poll is the provider's own (see sverbs_poll_fixup()). */
 static inline bool sverbs_poll_is_stock(const struct sverbs_cq *scq)
 {
