@@ -40,6 +40,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The timer thread's name (/proc/PID/task/TID/comm), at most 15 chars */
+#define SVERBS_TIMER_THREAD_NAME "sverbs-timer"
+
 #define SVERBS_BATCH_MAX_TARGET	  64
 #define SVERBS_BATCH_HIST_BUCKETS 40
 

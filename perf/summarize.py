@@ -269,6 +269,11 @@ def rate_cpu_per_wr(rs):
     out = {}
     for k, f in RATE_CPU:
         out[k] = rnd(med([r["cpu"][f] * 1e6 / r["cpu"]["wrs"] for r in rs]))
+    # the layer's timer thread, part of user + system (runs before it was
+    # read have no figure)
+    timer = [r["cpu"]["timer_thread_s"] * 1e6 / r["cpu"]["wrs"] for r in rs
+             if "timer_thread_s" in r["cpu"]]
+    out["timer"] = rnd(med(timer)) if timer else None
     out["busy"] = rnd(med([busy_s(r["cpu"]) * 1e6 / r["cpu"]["wrs"] for r in rs]))
     return out
 
@@ -544,16 +549,19 @@ def markdown(name, meta, summ, errors):
             L += ["### The machine's CPU per WR (µs, both vCPUs of the guest, medians)", "",
                   "/proc/stat over the measured window: the poster's user time, rxe's "
                   "protocol in system calls and softirq (both ends are in this guest), "
-                  "and idle: a rate that CPU bounds shows little idle.", "",
-                  "| config | side | busy | user | system | softirq | idle |",
-                  "|---|---|---|---|---|---|---|"]
+                  "and idle: a rate that CPU bounds shows little idle.  Timer thread: the "
+                  "layer's budget thread (`sverbs-timer`, its user + system, part of those "
+                  "columns; - where the run did not read it).", "",
+                  "| config | side | busy | user | system | softirq | idle | timer thread |",
+                  "|---|---|---|---|---|---|---|---|"]
             for r in withcpu:
                 for side in ("stock", "sverbs"):
                     c = r[side].get("cpu_us_per_wr")
                     if c:
-                        L.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                        L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
                             r["cfg"], side, fmt(c["busy"]), fmt(c["user"]), fmt(c["system"]),
-                            fmt(c["softirq"]), fmt(c["idle"])))
+                            fmt(c["softirq"]), fmt(c["idle"]),
+                            "-" if c.get("timer") is None else fmt(c["timer"])))
             L.append("")
     if lat:
         L += ["## Latency at low load: post one 64 B WRITE, wait for its completion", "",

@@ -9,11 +9,15 @@
  * the thread has looked at the current fake time and gone back to sleep,
  * so "nothing fired" is a fact, not the absence of an event for a while.
  */
+#define _GNU_SOURCE /* timer.c's pthread_setname_np() */
 #include <CUnit/Basic.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 static int fake_clock_gettime(clockid_t id, struct timespec *ts);
@@ -299,6 +303,48 @@ static void test_no_tick_no_linger(void)
 	sverbs_timer_del(&e);
 }
 
+/* How many of this process's threads have the timer thread's name. */
+static int named_threads(void)
+{
+	char path[300], comm[32];
+	struct dirent *d;
+	DIR *dir = opendir("/proc/self/task");
+	FILE *f;
+	int n = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+	while ((d = readdir(dir))) {
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
+			 d->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f)) {
+			comm[strcspn(comm, "\n")] = '\0';
+			n += !strcmp(comm, SVERBS_TIMER_THREAD_NAME);
+		}
+		fclose(f);
+	}
+	closedir(dir);
+	return n;
+}
+
+/* top -H, perf and the benchmarks' per-thread CPU find it by its name */
+static void test_thread_named(void)
+{
+	struct sverbs_timer_entry e;
+
+	CU_ASSERT_EQUAL_FATAL(sverbs_timer_add(&e, on_fire, (void *)1, 0), 0);
+	reset();
+	sverbs_timer_arm(&e, sverbs_now_ns() + 100 * US);
+	advance(100 * US); /* the thread has run: it named itself first */
+	CU_ASSERT_EQUAL(nfired, 1);
+	CU_ASSERT_EQUAL(named_threads(), 1);
+	sverbs_timer_del(&e);
+}
+
 int main(void)
 {
 	CU_pSuite s;
@@ -317,6 +363,8 @@ int main(void)
 	CU_add_test(s,
 		    "lingers briefly after a lone hold, long while holds come",
 		    test_linger_adapts);
+	CU_add_test(s, "the thread is named " SVERBS_TIMER_THREAD_NAME,
+		    test_thread_named);
 	CU_basic_set_mode(CU_BRM_VERBOSE);
 	CU_basic_run_tests();
 	failed = CU_get_number_of_tests_failed();

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include "util.hpp"
 
+#include <dirent.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -11,6 +12,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <iterator>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
@@ -88,6 +91,37 @@ nlohmann::json run_header(const std::string& bench) {
     return {{"bench", bench}, {"sverbs", sverbs_mode()}, {"host", host}, {"time", ts}};
 }
 
+namespace {
+
+// The CPU (user + system, seconds) of this process's threads named name:
+// /proc/self/task/<tid>/comm and the utime and stime of .../stat.
+double named_threads_cpu(const std::string& name) {
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir("/proc/self/task"), closedir);
+    if (!dir) return 0;
+    const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+    double total = 0;
+    while (const dirent* d = readdir(dir.get())) {
+        if (d->d_name[0] == '.') continue;
+        const std::string task = std::string("/proc/self/task/") + d->d_name;
+        std::ifstream comm(task + "/comm");
+        std::string c;
+        if (!std::getline(comm, c) || c != name) continue;
+        std::ifstream stat(task + "/stat");
+        std::string line;
+        if (!std::getline(stat, line)) continue;
+        // after "(comm)": state is field 3, utime 14, stime 15
+        const auto close = line.rfind(')');
+        if (close == std::string::npos) continue;
+        std::istringstream in(line.substr(close + 2));
+        std::vector<std::string> f{std::istream_iterator<std::string>(in), {}};
+        if (f.size() < 13) continue;
+        total += (std::stod(f[11]) + std::stod(f[12])) / tick;
+    }
+    return total;
+}
+
+}  // namespace
+
 CpuTimes cpu_times() {
     std::ifstream f("/proc/stat");
     std::string line;
@@ -114,6 +148,7 @@ CpuTimes cpu_times() {
     };
     t.proc_user = sec(ru.ru_utime);
     t.proc_system = sec(ru.ru_stime);
+    t.timer_thread = named_threads_cpu("sverbs-timer");
     return t;
 }
 
@@ -126,7 +161,8 @@ nlohmann::json cpu_json(const CpuTimes& a, const CpuTimes& b) {
             {"idle_s", r(b.idle - a.idle)},
             {"steal_s", r(b.steal - a.steal)},
             {"proc_user_s", r(b.proc_user - a.proc_user)},
-            {"proc_system_s", r(b.proc_system - a.proc_system)}};
+            {"proc_system_s", r(b.proc_system - a.proc_system)},
+            {"timer_thread_s", r(b.timer_thread - a.timer_thread)}};
 }
 
 }  // namespace perf

@@ -46,6 +46,9 @@ std::string sverbs_mode();
 struct CpuTimes {
     double user = 0, system = 0, irq = 0, softirq = 0, idle = 0, steal = 0;
     double proc_user = 0, proc_system = 0;
+    // the layer's timer thread (named "sverbs-timer"), user + system; 0
+    // when the process has none (stock, no budget)
+    double timer_thread = 0;
 };
 // A reading now.  Throws std::runtime_error if /proc/stat cannot be read.
 CpuTimes cpu_times();
