@@ -288,8 +288,10 @@ def summarize_rate(runs):
         r["_cfg"] = c
         if c not in cfgs:
             cfgs.append(c)
+    runs_of = {}
     for c in cfgs:
         by = {m: [r for r in ok if r["_cfg"] == c and r["sverbs"] == m] for m, _ in MODES}
+        runs_of[c] = by
         row = {"cfg": c}
         if by["off"] and by["off"][0]["bench"] == "lat" or by["on"] and by["on"][0]["bench"] == "lat":
             for m, name in MODES:
@@ -328,9 +330,15 @@ def summarize_rate(runs):
                    o["stock"].get("post_list", 1) > 1 and
                    o["stock"].get("threads") == row["stock"].get("threads")), None)
         if pl:
+            # "paired": repetition r of the one-WR config's sverbs side
+            # against repetition r of --post_list's stock side (the same
+            # pass of the repetition loop, minutes apart at most)
             row["vs_post_list"] = {"post_list": pl["stock"]["post_list"],
                                    "ratio": rnd(ratio(row["sverbs"]["kpps"],
-                                                      pl["stock"]["kpps"]), 3)}
+                                                      pl["stock"]["kpps"]), 3),
+                                   "paired": paired(runs_of[pl["cfg"]]["off"],
+                                                    runs_of[row["cfg"]]["on"],
+                                                    lambda r: r["kpps"])}
     for r in ok:
         r.pop("_cfg", None)
     return out
@@ -539,9 +547,12 @@ def markdown(name, meta, summ, errors):
             L.append("| %s | %s | %s | %s | %s |" % (
                 desc, fmt(r["stock"]["kpps"]), fmt(r["sverbs"]["kpps"]),
                 fmt_ratio(r["kpps_ratio"], r["kpps_ratio_paired"]),
+                fmt_paired(vs.get("paired")) if vs and vs.get("paired") else
                 fmt(vs["ratio"], "x") if vs else "-"))
         L.append("")
-        L.append("Goal: one WR per call through sverbs at >= 0.95x stock with --post_list 16.")
+        L.append("Goal: one WR per call through sverbs at >= 0.95x stock with --post_list 16.  "
+                 "The last column pairs each repetition's sverbs run with the same "
+                 "repetition's stock --post_list 16 run: the median of those ratios (min..max; CI).")
         L.append("")
         withcpu = [r for r in rate if r["stock"].get("cpu_us_per_wr") or
                    r["sverbs"].get("cpu_us_per_wr")]

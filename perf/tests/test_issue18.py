@@ -74,6 +74,24 @@ def main():
         v = run(d, {"insns": zero})["verdicts"]
         check(v["4a"] == "not measured", "a count of 0 instructions is no figure")
     with tempfile.TemporaryDirectory() as d:
+        # goal 3 judged on the per-repetition pairs when the summary has
+        # them: the ratio of the two medians (0.97x) would pass, the pairs
+        # (0.90x) do not
+        def row(cfg, ratio, pair):
+            return {"cfg": cfg, "kind": "rate", "stock": {}, "sverbs": {},
+                    "vs_post_list": {"post_list": 16, "ratio": ratio,
+                                     "paired": None if pair is None else paired(pair)}}
+        rate = {"meta": {"git": "x"},
+                "summary": {"rate": [row("t1b", 0.97, 0.90), row("t4b", 0.80, None)]}}
+        out = run(d, {"rate": rate})
+        got = {c["what"].split(",")[0]: c for c in out["criteria"] if c["goal"] == "3"}
+        t1 = got["rate_bench 1 thread"]
+        check(t1["met"] is False and abs(t1["value"] - 0.90) < 1e-9,
+              "goal 3, 1 thread: the paired median (0.90x), not the ratio of medians")
+        t4 = got["rate_bench 4 threads"]
+        check(t4["met"] is False and abs(t4["value"] - 0.80) < 1e-9,
+              "goal 3, 4 threads: without pairs, the ratio of medians")
+    with tempfile.TemporaryDirectory() as d:
         r = subprocess.run([sys.executable, SCRIPT, "t", "--dir", d], capture_output=True, text=True)
         check(r.returncode != 0 and "none of" in r.stderr, "no runs at all: an error, not a table")
 
