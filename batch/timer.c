@@ -35,12 +35,21 @@ static atomic_bool orphaned;
  * ticks after holds that had to wake the thread (they come seldom: a tick
  * or two each), SV_LINGER_TICKS once holds were armed while it ticked (they
  * come often: the ticks replace the wakes), counted again from each hold.
+ * "Often" is within SV_LINGER_DENSE ticks of the hold before: a hold seen
+ * after more idle ticks than that (a deferred batch's one arm, batches a
+ * slow wire apart) ends the long linger, because the ticks between such
+ * holds cost the thread more wake-ups than the one wake each hold then
+ * costs (perf/results/bw-why-defer.md: ib_write_bw's client spent 8.5 µs
+ * more CPU per WR with the long linger than without a budget, 1.9 µs
+ * without the linger, at the same rate).
  */
 #define SV_LINGER_TICKS 32
 #define SV_LINGER_MIN	2
+#define SV_LINGER_DENSE 4
 static unsigned int linger;	/* ticks left */
 static unsigned int linger_len; /* ticks to linger after a hold */
 static bool ticked;		/* the thread's last sleep was a tick */
+static unsigned int idle_ticks; /* ticks since the last hold seen */
 static _Atomic uint64_t arms;	/* sverbs_timer_arm() calls */
 static uint64_t arms_seen;
 static _Atomic uint64_t wakeups;
@@ -125,17 +134,21 @@ static void *timer_main(void *arg)
 		narms = atomic_load_explicit(&arms, memory_order_relaxed);
 		if (narms != arms_seen) {
 			arms_seen = narms;
-			/* armed while it ticked: holds come often */
+			/* armed while it ticked, soon: holds come often */
 			if (ticked)
-				linger_len = SV_LINGER_TICKS;
+				linger_len = idle_ticks <= SV_LINGER_DENSE
+						     ? SV_LINGER_TICKS
+						     : SV_LINGER_MIN;
 			else if (!linger_len)
 				linger_len = SV_LINGER_MIN;
 			linger = linger_len;
+			idle_ticks = 0;
 		}
 		if (wake != NEVER) {
 			ticked = false;
 		} else if (linger && (tick = min_tick()) != NEVER) {
 			linger--;
+			idle_ticks++;
 			wake = now + tick;
 			ticked = true;
 		} else {
@@ -189,6 +202,7 @@ static void timer_child(void)
 	linger = 0;
 	linger_len = 0;
 	ticked = false;
+	idle_ticks = 0;
 	atomic_store(&planned_wake, 0);
 	pthread_mutex_unlock(&timer_lock);
 }

@@ -284,6 +284,44 @@ static void test_linger_adapts(void)
 	sverbs_timer_del(&e);
 }
 
+/*
+ * Holds that come seldom while it ticks (each after more than
+ * SV_LINGER_DENSE idle ticks: a deferred batch's one arm on a slow wire)
+ * keep the linger short: the ticks between them would cost the thread
+ * more wake-ups than the one wake each arm then costs.
+ */
+static void test_linger_sparse(void)
+{
+	const uint64_t tick = 10000 * US;
+	struct sverbs_timer_entry e;
+	int i, n;
+
+	CU_ASSERT_EQUAL_FATAL(sverbs_timer_add(&e, on_fire, (void *)1, tick),
+			      0);
+	reset();
+	ticks_until_idle(tick);
+	/* a lone hold, then one while it ticks, soon: the long linger */
+	sverbs_timer_arm(&e, sverbs_now_ns() + 100 * US);
+	settle();
+	advance(100 * US);
+	CU_ASSERT_EQUAL_FATAL(nfired, 1);
+	sverbs_timer_arm(&e, sverbs_now_ns() + 2 * tick);
+	advance(2 * tick);
+	CU_ASSERT_EQUAL_FATAL(nfired, 2);
+	/* idle ticks, more than SV_LINGER_DENSE, then a hold: a store */
+	for (i = 0; i < SV_LINGER_DENSE + 2; i++)
+		advance(tick);
+	CU_ASSERT_NOT_EQUAL_FATAL(atomic_load(&planned_wake), NEVER);
+	sverbs_timer_arm(&e, sverbs_now_ns() + 2 * tick);
+	advance(2 * tick);
+	CU_ASSERT_EQUAL_FATAL(nfired, 3);
+	/* it came seldom: the linger after it is short */
+	n = ticks_until_idle(tick);
+	CU_ASSERT(n <= SV_LINGER_MIN + 1);
+	CU_ASSERT_EQUAL(atomic_load(&planned_wake), NEVER);
+	sverbs_timer_del(&e);
+}
+
 static void test_no_tick_no_linger(void)
 {
 	struct sverbs_timer_entry e;
@@ -363,6 +401,8 @@ int main(void)
 	CU_add_test(s,
 		    "lingers briefly after a lone hold, long while holds come",
 		    test_linger_adapts);
+	CU_add_test(s, "lingers briefly after holds that come seldom",
+		    test_linger_sparse);
 	CU_add_test(s, "the thread is named " SVERBS_TIMER_THREAD_NAME,
 		    test_thread_named);
 	CU_basic_set_mode(CU_BRM_VERBOSE);
