@@ -375,7 +375,19 @@ def summarize_perftest(runs):
         # runs labelled rep=N (run-rate.sh -c perftest) pair up
         row["paired"] = {k: p for k in row["stock"]
                          if (p := paired(by["off"], by["on"], lambda r, k=k: r.get(k)))}
+        row["_by"] = by
         out.append(row)
+    # ib_write_bw one WR per call (with or without a budget) through sverbs
+    # against stock's --post_list 16, repetition r with repetition r
+    pl = next((o for o in out if o["test"].startswith("ib_write_bw") and "post_list" in o["test"]),
+              None)
+    for row in out:
+        if pl and row["test"].startswith("ib_write_bw") and "post_list" not in row["test"]:
+            p = paired(pl["_by"]["off"], row["_by"]["on"], lambda r: r.get("mpps"))
+            if p:
+                row["vs_post_list"] = p
+    for row in out:
+        row.pop("_by", None)
     return out
 
 

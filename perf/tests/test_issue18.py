@@ -81,8 +81,12 @@ def main():
             return {"cfg": cfg, "kind": "rate", "stock": {}, "sverbs": {},
                     "vs_post_list": {"post_list": 16, "ratio": ratio,
                                      "paired": None if pair is None else paired(pair)}}
+        bw = [{"test": "ib_write_bw 64B post_list 16", "stock": {"mpps": 0.030}, "sverbs": {}},
+              {"test": "ib_write_bw 64B budget", "stock": {}, "sverbs": {"mpps": 0.030},
+               "vs_post_list": paired(0.85)}]
         rate = {"meta": {"git": "x"},
-                "summary": {"rate": [row("t1b", 0.97, 0.90), row("t4b", 0.80, None)]}}
+                "summary": {"rate": [row("t1b", 0.97, 0.90), row("t4b", 0.80, None)],
+                            "perftest": bw}}
         out = run(d, {"rate": rate})
         got = {c["what"].split(",")[0]: c for c in out["criteria"] if c["goal"] == "3"}
         t1 = got["rate_bench 1 thread"]
@@ -91,6 +95,9 @@ def main():
         t4 = got["rate_bench 4 threads"]
         check(t4["met"] is False and abs(t4["value"] - 0.80) < 1e-9,
               "goal 3, 4 threads: without pairs, the ratio of medians")
+        pt = got["ib_write_bw 64 B -l 1 with a 50 µs budget / stock -l 16"]
+        check(pt["met"] is False and abs(pt["value"] - 0.85) < 1e-9,
+              "goal 3, ib_write_bw: the paired median (0.85x), not the medians' 1.00x")
     with tempfile.TemporaryDirectory() as d:
         r = subprocess.run([sys.executable, SCRIPT, "t", "--dir", d], capture_output=True, text=True)
         check(r.returncode != 0 and "none of" in r.stderr, "no runs at all: an error, not a table")
