@@ -172,7 +172,11 @@ def fmt(c):
         return f"{v:+d}"
     if c["goal"] == "5":
         return f"{v:g} s" if "seconds" in c["what"] else str(v)
-    return f"{v:.3g}x"
+    s = f"{v:.3g}"
+    # a figure that rounds onto its threshold shows the digit that decides
+    if float(s) == c["limit"] and v != c["limit"]:
+        s = f"{v:.4g}"
+    return s + "x"
 
 
 def fmt_limit(c):

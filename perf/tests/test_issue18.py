@@ -84,9 +84,10 @@ def main():
         bw = [{"test": "ib_write_bw 64B post_list 16", "stock": {"mpps": 0.030}, "sverbs": {}},
               {"test": "ib_write_bw 64B budget", "stock": {}, "sverbs": {"mpps": 0.030},
                "vs_post_list": paired(0.85)}]
+        budget = [{"what": "rate_bench lat", "metric": "latency p50", "paired": paired(1.025)}]
         rate = {"meta": {"git": "x"},
                 "summary": {"rate": [row("t1b", 0.97, 0.90), row("t4b", 0.80, None)],
-                            "perftest": bw}}
+                            "perftest": bw, "budget": budget}}
         out = run(d, {"rate": rate})
         got = {c["what"].split(",")[0]: c for c in out["criteria"] if c["goal"] == "3"}
         t1 = got["rate_bench 1 thread"]
@@ -98,6 +99,9 @@ def main():
         pt = got["ib_write_bw 64 B -l 1 with a 50 µs budget / stock -l 16"]
         check(pt["met"] is False and abs(pt["value"] - 0.85) < 1e-9,
               "goal 3, ib_write_bw: the paired median (0.85x), not the medians' 1.00x")
+        md = open(os.path.join(d, "t.md")).read()
+        check("| 1.025x | <= 1.02x | **no** |" in md,
+              "a figure just over its bound is not printed as the bound (1.025x, not 1.02x)")
     with tempfile.TemporaryDirectory() as d:
         r = subprocess.run([sys.executable, SCRIPT, "t", "--dir", d], capture_output=True, text=True)
         check(r.returncode != 0 and "none of" in r.stderr, "no runs at all: an error, not a table")
