@@ -15,6 +15,9 @@ meta = json.load(open(meta_path))
 errors = [l for l in lines if "error" in l]
 runs = [l for l in lines if l["kind"] == "run" and "error" not in l]
 sysc = {l["mode"]: l for l in lines if l["kind"] == "syscalls" and "error" not in l}
+# every line first: a report that fails below loses no run
+with open(base + ".json", "w") as f:
+    json.dump({"meta": meta, "budget_us": int(budget), "runs": lines}, f, indent=1)
 by = {m: {r["rep"]: r for r in runs if r["mode"] == m} for m in MODES}
 reps = sorted(set.intersection(*(set(by[m]) for m in MODES)))
 
@@ -76,7 +79,6 @@ if sysc:
         md.append(f"| {n} | " + " | ".join("-" if x is None else f"{x:.3f}" for x in v) + " |")
 if errors:
     md += ["", "Failed runs:", ""] + [f"- {json.dumps(e)}" for e in errors]
-json.dump({"meta": meta, "budget_us": int(budget), "runs": lines}, open(base + ".json", "w"), indent=1)
 open(base + ".md", "w").write("\n".join(md) + "\n")
 print("\n".join(md))
 sys.exit(1 if errors or not reps else 0)

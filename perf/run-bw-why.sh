@@ -47,8 +47,6 @@ perf_log "$reps x {$modes; ${budget}us} x ib_write_bw -n $iters, then strace, in
 rc=0
 vm_run "'$PERF_DIR/guest/bw-why.sh' $reps $iters $budget $modes" >"$tmp/runs.jsonl" || rc=$?
 [ -s "$tmp/runs.jsonl" ] || perf_die "no results (guest exit status $rc)"
-# the guest's lines first, so that a report that fails loses no run
-cp "$tmp/runs.jsonl" "$out/$name.runs.jsonl"
 # shellcheck disable=SC2086  # the modes: one argument each
 $PY "$PERF_DIR/bw_why.py" "$tmp/runs.jsonl" "$tmp/meta.json" "$out/$name" "$budget" $modes || rc=1
 perf_log "wrote $out/$name.json, $out/$name.md"
