@@ -63,6 +63,15 @@ def goal1(hol, name):
     return out
 
 
+def paired_or_ratio(v):
+    """A one-WR run against stock's --post_list 16 (summarize.py's
+    vs_post_list): the median of per-repetition pairs; for runs summarized
+    before the pairs existed, the ratio of the two configs' medians."""
+    if not v:
+        return None
+    return v["paired"]["median"] if v.get("paired") else v.get("ratio")
+
+
 def goal23(rate, name):
     src = f"{name}-rate"
     summ = (rate or {}).get("summary", {})
@@ -80,12 +89,7 @@ def goal23(rate, name):
     rates = {r["cfg"]: r for r in summ.get("rate", [])}
 
     def vs_pl(cfg):
-        v = rates.get(cfg, {}).get("vs_post_list")
-        if not v:
-            return None
-        # the median of per-repetition pairs; runs summarized before the
-        # pairs existed: the ratio of the two configs' medians
-        return v["paired"]["median"] if v.get("paired") else v.get("ratio")
+        return paired_or_ratio(rates.get(cfg, {}).get("vs_post_list"))
 
     def cpu_note(cfg, pl_cfg):
         """Why, in the machine's CPU per WR: the budgeted one-WR poster's
@@ -100,15 +104,15 @@ def goal23(rate, name):
                    a["softirq"], b["softirq"], a["idle"], b["idle"]))
 
     pt = {t["test"]: t for t in summ.get("perftest", [])}
-    one = pt.get("ib_write_bw 64B budget", {}).get("sverbs", {}).get("mpps")
-    pl16 = pt.get("ib_write_bw 64B post_list 16", {}).get("stock", {}).get("mpps")
-    perftest = round(one / pl16, 3) if one and pl16 else None
-    pairs = pt.get("ib_write_bw 64B budget", {}).get("vs_post_list")
-    perftest_how = "medians of the two configs' runs"
-    if pairs:
-        # repetition r of the budgeted -l 1 run against stock's -l 16 of r
-        perftest = pairs["median"]
-        perftest_how = "per-repetition pairs of the two tests' runs"
+    vs = pt.get("ib_write_bw 64B budget", {}).get("vs_post_list")
+    perftest = paired_or_ratio(vs)
+    perftest_how = ("per-repetition pairs of the two tests' runs" if vs and vs.get("paired")
+                    else "medians of the two configs' runs")
+    if vs is None:
+        # a summary from before perftest's rows had vs_post_list
+        one = pt.get("ib_write_bw 64B budget", {}).get("sverbs", {}).get("mpps")
+        pl16 = pt.get("ib_write_bw 64B post_list 16", {}).get("stock", {}).get("mpps")
+        perftest = round(one / pl16, 3) if one and pl16 else None
     g3 = [
         crit("3", "rate_bench 1 thread, one WR per call with a 50 µs budget / stock --post_list 16",
              vs_pl("t1b"), ">=", 0.95, src, cpu_note("t1b", "pl16")),

@@ -366,28 +366,30 @@ def summarize_syscalls(runs):
 def summarize_perftest(runs):
     ok = [r for r in runs if r.get("bench") == "perftest" and "error" not in r]
     out = []
+    runs_of = {}
     for t in dict.fromkeys(r["test"] for r in ok):
         row = {"test": t}
         by = {m: [r for r in ok if r["test"] == t and r["sverbs"] == m] for m, _ in MODES}
+        runs_of[t] = by
         for m, name in MODES:
             row[name] = {k: rnd(med([r.get(k) for r in by[m]]), 6)
                          for k in PERFTEST_KEYS if any(r.get(k) is not None for r in by[m])}
         # runs labelled rep=N (run-rate.sh -c perftest) pair up
         row["paired"] = {k: p for k in row["stock"]
                          if (p := paired(by["off"], by["on"], lambda r, k=k: r.get(k)))}
-        row["_by"] = by
         out.append(row)
     # ib_write_bw one WR per call (with or without a budget) through sverbs
-    # against stock's --post_list 16, repetition r with repetition r
+    # against stock's --post_list 16, as summarize_rate() pairs rate_bench's
     pl = next((o for o in out if o["test"].startswith("ib_write_bw") and "post_list" in o["test"]),
               None)
     for row in out:
         if pl and row["test"].startswith("ib_write_bw") and "post_list" not in row["test"]:
-            p = paired(pl["_by"]["off"], row["_by"]["on"], lambda r: r.get("mpps"))
-            if p:
-                row["vs_post_list"] = p
-    for row in out:
-        row.pop("_by", None)
+            row["vs_post_list"] = {"post_list": 16,
+                                   "ratio": rnd(ratio(row["sverbs"].get("mpps"),
+                                                      pl["stock"].get("mpps")), 3),
+                                   "paired": paired(runs_of[pl["test"]]["off"],
+                                                    runs_of[row["test"]]["on"],
+                                                    lambda r: r.get("mpps"))}
     return out
 
 
@@ -583,8 +585,7 @@ def markdown(name, meta, summ, errors):
                     if c:
                         L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
                             r["cfg"], side, fmt(c["busy"]), fmt(c["user"]), fmt(c["system"]),
-                            fmt(c["softirq"]), fmt(c["idle"]),
-                            "-" if c.get("timer") is None else fmt(c["timer"])))
+                            fmt(c["softirq"]), fmt(c["idle"]), fmt(c.get("timer"))))
             L.append("")
     if lat:
         L += ["## Latency at low load: post one 64 B WRITE, wait for its completion", "",

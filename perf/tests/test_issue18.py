@@ -83,7 +83,7 @@ def main():
                                      "paired": None if pair is None else paired(pair)}}
         bw = [{"test": "ib_write_bw 64B post_list 16", "stock": {"mpps": 0.030}, "sverbs": {}},
               {"test": "ib_write_bw 64B budget", "stock": {}, "sverbs": {"mpps": 0.030},
-               "vs_post_list": paired(0.85)}]
+               "vs_post_list": {"post_list": 16, "ratio": 1.0, "paired": paired(0.85)}}]
         budget = [{"what": "rate_bench lat", "metric": "latency p50", "paired": paired(1.025)}]
         rate = {"meta": {"git": "x"},
                 "summary": {"rate": [row("t1b", 0.97, 0.90), row("t4b", 0.80, None)],
