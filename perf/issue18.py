@@ -23,14 +23,24 @@ def load(d, name, part):
         return json.load(fh)
 
 
-def crit(goal, what, value, op, limit, source, note=""):
-    """One criterion: value op limit (op: ">=" or "<=")."""
+def crit(goal, what, value, op, limit, source, note="", spread=None):
+    """One criterion: value op limit (op: ">=" or "<=").  spread: the
+    figure's paired repetitions (summarize.py's paired(): ci95, min, max,
+    n), when it has them; then "decided" says whether the 95 % bootstrap
+    interval of the median lies wholly on one side of the limit (False: it
+    spans it, so this many repetitions cannot tell met from not met)."""
     if value is None:
         ok = None
     else:
         ok = value >= limit if op == ">=" else value <= limit
+    ci = spread.get("ci95") if isinstance(spread, dict) else None
+    decided = None
+    if ok is not None and ci:
+        lo, hi = ci
+        decided = lo >= limit or hi < limit if op == ">=" else hi <= limit or lo > limit
     return {"goal": goal, "what": what, "value": value, "op": op,
-            "limit": limit, "met": ok, "source": source, "note": note}
+            "limit": limit, "met": ok, "source": source, "note": note,
+            "ci95": ci, "n": spread.get("n") if ci else None, "decided": decided}
 
 
 def med(p):
@@ -46,20 +56,20 @@ def goal1(hol, name):
     rows = {r["background"]: r for r in all_rows if r.get("variant") == first}
     for size in ("1M", "4M"):
         r = rows.get(size)
-        stream = med(r.get("mbps_ratio_paired")) if r else None
+        sp = r.get("mbps_ratio_paired") if r else None
         p99u = r["sverbs"].get("p99_vs_unloaded") if r else None
         out.append(crit("1", f"stream behind {size} WRITEs, sverbs / stock (paired median)",
-                        stream, ">=", 0.95, src))
+                        med(sp), ">=", 0.95, src, spread=sp))
         out.append(crit("1", f"64 B p99 behind {size}, sverbs / its own unloaded p99",
                         p99u, "<=", 5.0, src))
     r = rows.get("64K")
-    sched_ratio = med(r.get("sched_p99_ratio_paired")) if r else None
+    sched_sp = r.get("sched_p99_ratio_paired") if r else None
     post_ratio = med(r.get("p99_ratio_paired")) if r else None
     note = ("timed from the post: %.2fx (stock's poster, blocked in its own posts, "
             "sends only part of the schedule: docs/results.md, stop 26)" % post_ratio
             if post_ratio is not None else "")
     out.append(crit("1", "64 B p99 behind 64 KiB, sverbs / stock, timed from the schedule",
-                    sched_ratio, "<=", 1.0, src, note))
+                    med(sched_sp), "<=", 1.0, src, note, spread=sched_sp))
     return out
 
 
@@ -75,21 +85,25 @@ def paired_or_ratio(v):
 def goal23(rate, name):
     src = f"{name}-rate"
     summ = (rate or {}).get("summary", {})
-    budget = {(b["what"], b["metric"]): med(b.get("paired")) for b in summ.get("budget", [])}
-    g2 = [
-        crit("2", "rate_bench one WR per call: rate, budget / none", budget.get(("rate_bench t1", "kpps")),
-             ">=", 0.98, src),
-        crit("2", "rate_bench post one, wait one: p50, budget / none",
-             budget.get(("rate_bench lat", "latency p50")), "<=", 1.02, src),
-        crit("2", "ib_write_bw 64 B one WR per call: rate, budget / none",
-             budget.get(("ib_write_bw 64B", "mpps")), ">=", 0.98, src),
-        crit("2", "ib_write_lat 64 B: typical latency, budget / none",
-             budget.get(("ib_write_lat 64B", "lat_typical_us")), "<=", 1.02, src),
+    budget = {(b["what"], b["metric"]): b.get("paired") for b in summ.get("budget", [])}
+
+    def g2(what, key, op, limit):
+        sp = budget.get(key)
+        return crit("2", what, med(sp), op, limit, src, spread=sp)
+
+    g2s = [
+        g2("rate_bench one WR per call: rate, budget / none", ("rate_bench t1", "kpps"), ">=", 0.98),
+        g2("rate_bench post one, wait one: p50, budget / none", ("rate_bench lat", "latency p50"),
+           "<=", 1.02),
+        g2("ib_write_bw 64 B one WR per call: rate, budget / none", ("ib_write_bw 64B", "mpps"),
+           ">=", 0.98),
+        g2("ib_write_lat 64 B: typical latency, budget / none", ("ib_write_lat 64B", "lat_typical_us"),
+           "<=", 1.02),
     ]
     rates = {r["cfg"]: r for r in summ.get("rate", [])}
 
     def vs_pl(cfg):
-        return paired_or_ratio(rates.get(cfg, {}).get("vs_post_list"))
+        return rates.get(cfg, {}).get("vs_post_list")
 
     def cpu_note(cfg, pl_cfg):
         """Why, in the machine's CPU per WR: the budgeted one-WR poster's
@@ -103,25 +117,27 @@ def goal23(rate, name):
                 % (a["busy"], b["busy"], a["user"], b["user"], a["system"], b["system"],
                    a["softirq"], b["softirq"], a["idle"], b["idle"]))
 
+    def g3(what, v, limit, note):
+        return crit("3", what, paired_or_ratio(v), ">=", limit, src, note,
+                    spread=(v or {}).get("paired"))
+
     pt = {t["test"]: t for t in summ.get("perftest", [])}
     vs = pt.get("ib_write_bw 64B budget", {}).get("vs_post_list")
-    perftest = paired_or_ratio(vs)
     perftest_how = ("per-repetition pairs of the two tests' runs" if vs and vs.get("paired")
                     else "medians of the two configs' runs")
     if vs is None:
         # a summary from before perftest's rows had vs_post_list
         one = pt.get("ib_write_bw 64B budget", {}).get("sverbs", {}).get("mpps")
         pl16 = pt.get("ib_write_bw 64B post_list 16", {}).get("stock", {}).get("mpps")
-        perftest = round(one / pl16, 3) if one and pl16 else None
-    g3 = [
-        crit("3", "rate_bench 1 thread, one WR per call with a 50 µs budget / stock --post_list 16",
-             vs_pl("t1b"), ">=", 0.95, src, cpu_note("t1b", "pl16")),
-        crit("3", "rate_bench 4 threads, one WR per call with a 50 µs budget / stock --post_list 16",
-             vs_pl("t4b"), ">=", 0.90, src, cpu_note("t4b", "t4pl16")),
-        crit("3", "ib_write_bw 64 B -l 1 with a 50 µs budget / stock -l 16",
-             perftest, ">=", 0.95, src, perftest_how),
+        vs = {"ratio": round(one / pl16, 3)} if one and pl16 else None
+    g3s = [
+        g3("rate_bench 1 thread, one WR per call with a 50 µs budget / stock --post_list 16",
+           vs_pl("t1b"), 0.95, cpu_note("t1b", "pl16")),
+        g3("rate_bench 4 threads, one WR per call with a 50 µs budget / stock --post_list 16",
+           vs_pl("t4b"), 0.90, cpu_note("t4b", "t4pl16")),
+        g3("ib_write_bw 64 B -l 1 with a 50 µs budget / stock -l 16", vs, 0.95, perftest_how),
     ]
-    return g2 + g3
+    return g2s + g3s
 
 
 def goal4(insns, name):
@@ -168,6 +184,12 @@ def verdict(cs):
     return "met" if all(c["met"] for c in cs) else "not met"
 
 
+def undecided(cs):
+    """The criteria whose verdict this many repetitions cannot settle:
+    the 95 % interval of the median spans the threshold."""
+    return [c for c in cs if c["decided"] is False]
+
+
 def fmt(c):
     v = c["value"]
     if v is None:
@@ -181,6 +203,28 @@ def fmt(c):
     if float(s) == c["limit"] and v != c["limit"]:
         s = f"{v:.4g}"
     return s + "x"
+
+
+def fmt_ci(c):
+    if not c["ci95"]:
+        return "-"
+    lo, hi = c["ci95"]
+    return f"{lo:.3g}..{hi:.3g} (n={c['n']})"
+
+
+def fmt_met(c):
+    met = {True: "yes", False: "**no**", None: "not measured"}[c["met"]]
+    return met + (", undecided: the interval spans the threshold" if c["decided"] is False else "")
+
+
+def goal_note(g, v, cs):
+    """A verdict's caveat: which of the goal's criteria the interval leaves
+    open (a "not met" that more repetitions might turn, or a "met" that
+    they might)."""
+    u = undecided([c for c in cs if c["goal"] == g])
+    if v == "not measured" or not u:
+        return ""
+    return "; ".join(f"{c['what']}: {fmt(c)}, {fmt_ci(c)}" for c in u)
 
 
 def fmt_limit(c):
@@ -201,19 +245,24 @@ def markdown(name, metas, cs, goals):
              "From one command, `perf/run-issue18.sh -n " + name + "`; every figure is "
              "read from the runs below and compared with the issue's threshold by "
              "`perf/issue18.py` (a ratio is sverbs / stock or budget / no budget, "
-             "the median of the paired repetitions unless the row says otherwise).", ""]
+             "the median of the paired repetitions unless the row says otherwise).  "
+             "The interval is the 95 % bootstrap interval of that median (summarize.py); "
+             "with 5 repetitions it is their min..max.  A criterion is undecided when "
+             "its interval spans the threshold: met or not at the median, this many "
+             "repetitions cannot tell.", ""]
     for part, m in metas:
         lines.append(f"- `{name}-{part}`: git {m.get('git', '?')}, `{m.get('args', '?')}`, "
                      f"host load {m.get('host_loadavg', '?')}, guest {m.get('vm_accel', '?')}"
                      f" with {m.get('vm_smp', '?')} vCPUs")
-    lines += ["", "| goal | criterion | figure | threshold | met |", "|---|---|---:|---|---|"]
+    lines += ["", "| goal | criterion | figure | 95 % interval | threshold | met |",
+              "|---|---|---:|---|---|---|"]
     for c in cs:
-        met = {True: "yes", False: "**no**", None: "not measured"}[c["met"]]
         what = c["what"] + (f" ({c['note']})" if c["note"] else "")
-        lines.append(f"| {c['goal']} | {what} | {fmt(c)} | {fmt_limit(c)} | {met} |")
-    lines += ["", "| goal | verdict |", "|---|---|"]
+        lines.append(f"| {c['goal']} | {what} | {fmt(c)} | {fmt_ci(c)} | {fmt_limit(c)} "
+                     f"| {fmt_met(c)} |")
+    lines += ["", "| goal | verdict | undecided criteria |", "|---|---|---|"]
     for g, v in goals.items():
-        lines.append(f"| {g} | {v} |")
+        lines.append(f"| {g} | {v} | {goal_note(g, v, cs) or '-'} |")
     lines.append("")
     return "\n".join(lines)
 
@@ -244,6 +293,11 @@ def plot(path, cs):
                s=60, zorder=3)
     for c, v, y in zip(pts, vals, ys):
         ax.hlines(y, 1.0, v, color="0.6", lw=1.5, zorder=2)
+        if c["ci95"]:
+            # the median's 95 % interval, a bar across the point
+            lo, hi = (x / c["limit"] for x in c["ci95"])
+            ax.errorbar(v, y, xerr=[[v - lo], [hi - v]], fmt="none", ecolor="tab:blue",
+                        elinewidth=1, capsize=3, zorder=4)
         ax.annotate(fmt(c), (v, y), xytext=(6, 4), textcoords="offset points", fontsize=7)
     ax.axvline(1.0, color="black", lw=1)
     ax.set_yticks(ys)
@@ -253,7 +307,7 @@ def plot(path, cs):
     ax.set_xscale("log")
     ax.grid(axis="x", which="both", color="0.9")
     ax.set_xlabel("figure / threshold (log scale): '>=' criteria pass right of 1, '<=' left of it")
-    ax.set_title("Issue 18: each figure / its threshold (green: met, red: not)")
+    ax.set_title("Issue 18: figure / threshold (green met, red not; blue bar: 95 % interval)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

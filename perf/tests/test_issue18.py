@@ -100,8 +100,43 @@ def main():
         check(pt["met"] is False and abs(pt["value"] - 0.85) < 1e-9,
               "goal 3, ib_write_bw: the paired median (0.85x), not the medians' 1.00x")
         md = open(os.path.join(d, "t.md")).read()
-        check("| 1.025x | <= 1.02x | **no** |" in md,
+        check("| 1.025x | - | <= 1.02x | **no** |" in md,
               "a figure just over its bound is not printed as the bound (1.025x, not 1.02x)")
+    with tempfile.TemporaryDirectory() as d:
+        # the 95 % interval of each median against its threshold: a figure
+        # on the wrong side whose interval spans the threshold is undecided,
+        # one wholly on it is decided, on either side of ">=" and "<="
+        def sp(m, lo, hi):
+            return {"median": m, "min": lo, "max": hi, "n": 15, "ci95": [lo, hi]}
+        h = hol(0.94, 4.0)
+        h["summary"]["hol"][1]["mbps_ratio_paired"] = sp(0.94, 0.93, 0.96)  # 1M: spans 0.95
+        h["summary"]["hol"][2]["mbps_ratio_paired"] = sp(0.90, 0.85, 0.949)  # 4M: below
+        budget = [{"what": "rate_bench lat", "metric": "latency p50", "paired": sp(1.03, 1.021, 1.05)},
+                  {"what": "rate_bench t1", "metric": "kpps", "paired": sp(1.0, 0.97, 1.1)},
+                  {"what": "ib_write_lat 64B", "metric": "lat_typical_us",
+                   "paired": sp(1.01, 0.99, 1.03)}]
+        out = run(d, {"hol": h, "rate": {"meta": {"git": "x"}, "summary": {"budget": budget}}})
+        got = {c["what"]: c for c in out["criteria"]}
+        s1 = got["stream behind 1M WRITEs, sverbs / stock (paired median)"]
+        s4 = got["stream behind 4M WRITEs, sverbs / stock (paired median)"]
+        check(s1["met"] is False and s1["decided"] is False,
+              "stream 0.94x, interval 0.93..0.96 over 0.95: not met, undecided")
+        check(s4["met"] is False and s4["decided"] is True,
+              "stream 0.90x, interval 0.85..0.949: not met, decided")
+        p50 = got["rate_bench post one, wait one: p50, budget / none"]
+        check(p50["met"] is False and p50["decided"] is True,
+              "p50 1.03x, interval 1.021..1.05 over 1.02: not met, decided")
+        t1 = got["rate_bench one WR per call: rate, budget / none"]
+        check(t1["met"] is True and t1["decided"] is False,
+              "rate 1.00x, interval 0.97..1.10 around 0.98: met, undecided")
+        lat = got["ib_write_lat 64 B: typical latency, budget / none"]
+        check(lat["met"] is True and lat["decided"] is False,
+              "latency 1.01x, interval 0.99..1.03 around 1.02: met, undecided")
+        md = open(os.path.join(d, "t.md")).read()
+        check("| 0.94x | 0.93..0.96 (n=15) | >= 0.95x | **no**, undecided: the interval spans "
+              "the threshold |" in md, "the table shows the interval and the undecided verdict")
+        check("| 1 | not met | stream behind 1M WRITEs, sverbs / stock (paired median): 0.94x, "
+              "0.93..0.96 (n=15) |" in md, "the goal's verdict names its undecided criterion")
     with tempfile.TemporaryDirectory() as d:
         r = subprocess.run([sys.executable, SCRIPT, "t", "--dir", d], capture_output=True, text=True)
         check(r.returncode != 0 and "none of" in r.stderr, "no runs at all: an error, not a table")
