@@ -97,6 +97,14 @@ void sv_cq_layered(struct sverbs_cq *scq)
 	/* an extended CQ never polls as stock (and may be mid-poll here) */
 	if (scq->ad->cq_sync && !(was & SVERBS_CQ_EX))
 		scq->ad->cq_sync(scq->cq);
+	/*
+	 * A sleeper armed the CQ solicited-only while it polled as stock:
+	 * the layer's WQEs complete unsolicited, and the WRs it queues wait
+	 * for them (as in sverbs_req_notify_cq()).
+	 */
+	if (!(was & SVERBS_CQ_LAYERED) && atomic_load(&scq->sol_armed) &&
+	    atomic_exchange(&scq->sol_armed, false))
+		scq->ad->req_notify_cq(scq->cq, 0);
 }
 
 /* The ready ring or the stale list holds something (CQ lock held). */
@@ -1038,8 +1046,20 @@ int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only)
 
 	/* a sleeper's WQEs must not wait for the budget's timer */
 	sv_cq_ring_deferred(scq);
-	if (cq_fast(scq))
-		return scq->ad->req_notify_cq(scq->cq, solicited_only);
+	if (cq_fast(scq)) {
+		int ret;
+
+		/* before the arm: a QP that leaves after it sees the flag */
+		atomic_store(&scq->sol_armed, solicited_only != 0);
+		ret = scq->ad->req_notify_cq(scq->cq, solicited_only);
+		/* one left meanwhile, maybe before the flag: every completion
+		 */
+		if (ret || !solicited_only || !sv_cq_nlayered(scq))
+			return ret;
+		atomic_store(&scq->sol_armed, false);
+		return scq->ad->req_notify_cq(scq->cq, 0);
+	}
+	atomic_store(&scq->sol_armed, false);
 	/* false: inside this thread's extended poll, the CQ lock is its own */
 	locked = sv_cq_lock(scq);
 	pump_waiting(scq, SV_PUMP_ARM);

@@ -94,6 +94,12 @@ struct sverbs_cq {
 	atomic_uint hr_waiters;
 	atomic_uint held_qps; /* QPs holding WRs for a bigger batch */
 	/*
+	 * The application's last arm, made while the CQ polled as stock,
+	 * asked for solicited completions only: a QP that leaves
+	 * pass-through arms it for every one (sv_cq_layered()).
+	 */
+	atomic_bool sol_armed;
+	/*
 	 * The QPs that began to wait for headroom or to hold WRs (hr_wait,
 	 * held): what poll and req_notify_cq pump, found without walking
 	 * the table (16.10).  Pushed on the post path under the QP lock, so

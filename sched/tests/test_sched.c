@@ -1488,6 +1488,47 @@ static void test_arm_solicited(void)
 	teardown();
 }
 
+/*
+ * A CQ armed solicited-only while every QP on it was in pass-through, then
+ * a QP leaves it (an RPC server: it arms, polls, posts its replies, the
+ * first with a priority, and sleeps): the leave keeps one WQE in flight
+ * and queues the rest behind its completion, which is unsolicited.  The
+ * CQ must be armed for every completion from then on, or the sleeper never
+ * wakes and the queued WRs never go.  An arm for every completion, or none,
+ * is left as it was.
+ */
+static void test_arm_solicited_then_leave(void)
+{
+	int calls, i;
+
+	pt_setup(16);
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 1), 0);
+	CU_ASSERT_EQUAL(fk->notify_solicited, 1);
+	calls = fk->notify_calls;
+	for (i = 1; i <= 3; i++)
+		CU_ASSERT_EQUAL(post(sqp[0], i, IBV_WR_SEND, 8,
+				     SVERBS_PRIO(3) | IBV_SEND_SIGNALED),
+				0);
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->fast.pt));
+	CU_ASSERT_EQUAL(sqp[0]->queued, 2);
+	CU_ASSERT_EQUAL(fk_outstanding(0), 1);
+	CU_ASSERT_EQUAL(fk->notify_calls, calls + 1);
+	CU_ASSERT_EQUAL(fk->notify_solicited, 0);
+	teardown();
+
+	/* armed for every completion: no second arm */
+	pt_setup(16);
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
+	calls = fk->notify_calls;
+	for (i = 1; i <= 3; i++)
+		CU_ASSERT_EQUAL(post(sqp[0], i, IBV_WR_SEND, 8,
+				     SVERBS_PRIO(3) | IBV_SEND_SIGNALED),
+				0);
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->fast.pt));
+	CU_ASSERT_EQUAL(fk->notify_calls, calls);
+	teardown();
+}
+
 /* No resize and no headroom left: the QP stays stock. */
 static void test_headroom_refuse(void)
 {
@@ -4575,6 +4616,9 @@ int main(void)
 		  test_headroom_freed_by_destroy },
 		{ "headroom freed by a RESET", test_headroom_freed_by_reset },
 		{ "arm for solicited completions", test_arm_solicited },
+		{ "arm for solicited completions, then a QP leaves "
+		  "pass-through",
+		  test_arm_solicited_then_leave },
 		{ "extended CQ", test_ex_cq },
 		{ "extended CQ: arm inside the poll loop",
 		  test_ex_cq_arm_inside },
