@@ -130,8 +130,11 @@ struct sverbs_adapter {
 	 * is not told; a refused WR as post_send's), ring the doorbell alone,
 	 * which tells the hardware of every WQE written before it.  ring may
 	 * run on any thread, beside posts (the budget's timer thread rings
-	 * what a poster left).  NULL (either): a watched QP batches through
-	 * the layer's queue.
+	 * what a poster left), and never waits for the send queue: EBUSY when
+	 * something holds it (a post, an ibv_wr_* batch, perhaps of the
+	 * calling thread, whose poll or arm inside the batch rings), having
+	 * rung nothing; the layer rings again later.  NULL (either): a watched
+	 * QP batches through the layer's queue.
 	 */
 	int (*post_send_nodb)(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			      struct ibv_send_wr **bad_wr);

@@ -330,6 +330,7 @@ static bool post_passthrough(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 					     memory_order_relaxed);
 	else
 		stays = !(pt == SVERBS_PT_WATCH && !found &&
+			  sv_watch_ready(sqp) &&
 			  sv_watch_leaves(sqp, &timed, counted));
 	if (stays) {
 		*ret = post_stock(sqp, wr, bad_wr, found, timed);

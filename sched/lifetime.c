@@ -132,7 +132,7 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 	int ret = 0;
 
 	/* what the QP deferred goes before the queue's first WR (watch.c) */
-	sv_watch_ring(sqp);
+	sv_watch_ring(sqp, SV_RING_STATE);
 	/* (a post from an extended-CQ poll loop holds the CQ lock) */
 	locked = sv_cq_lock(sqp->scq);
 
@@ -197,7 +197,7 @@ static void qp_timer_fire(void *arg)
 {
 	struct sverbs_qp *sqp = arg;
 
-	sv_watch_ring_late(sqp);
+	sv_watch_ring_late(sqp, SV_RING_TIMER);
 	if (atomic_load(&sqp->fast.pt))
 		return;
 	/*
@@ -220,15 +220,39 @@ static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sverbs_qp *live_head;
 static bool live_atexit;
 
+/* Who rang a watched QP's deferred WQEs: doorbells/WQEs by sv_ring_why. */
+static void print_rung(struct sverbs_qp *sqp, char *buf, size_t len)
+{
+	static const char *const why[SV_RING_NWHY] = {
+		[SV_RING_TARGET] = "target", [SV_RING_REFUSED] = "refused",
+		[SV_RING_POLL] = "poll",     [SV_RING_TIMER] = "timer",
+		[SV_RING_STATE] = "state",
+	};
+	size_t at;
+	int i;
+
+	at = snprintf(buf, len, "; rung by (doorbells/WQEs):");
+	for (i = 0; i < SV_RING_NWHY && at < len; i++)
+		at += snprintf(
+			buf + at, len - at, "%s %s %llu/%llu", i ? "," : "",
+			why[i],
+			(unsigned long long)atomic_load(&sqp->watch.rings[i]),
+			(unsigned long long)atomic_load(
+				&sqp->watch.rung_wqes[i]));
+}
+
 static void print_stats(struct sverbs_qp *sqp)
 {
 	struct sverbs_qp_stats st;
+	char rung[160] = "";
 
 	sverbs_qp_get_stats(sqp, &st);
+	if (st.flags & SVERBS_QP_STATS_DEFERRED)
+		print_rung(sqp, rung, sizeof(rung));
 	fprintf(stderr,
 		"sverbs: QP %u: %llu WRs, %llu WQEs, %llu doorbells "
 		"(%.2f WQEs/doorbell), %llu held, held p99 %.1f us, "
-		"slice %u B%s\n",
+		"slice %u B%s%s\n",
 		sqp->qp_num, (unsigned long long)st.wrs,
 		(unsigned long long)st.wqes, (unsigned long long)st.doorbells,
 		st.doorbells ? (double)st.wqes / (double)st.doorbells : 0.0,
@@ -239,7 +263,8 @@ static void print_stats(struct sverbs_qp *sqp)
 			  "doorbells count those)"
 		: st.flags & SVERBS_QP_STATS_PASSTHROUGH
 			? " (pass-through: its WRs are not counted)"
-			: "");
+			: "",
+		rung);
 }
 
 static void print_live_stats(void)
@@ -302,7 +327,7 @@ void sverbs_qp_get_stats(struct sverbs_qp *sqp, struct sverbs_qp_stats *st)
 	if (atomic_load(&sqp->watch.wqes)) {
 		st->flags |= SVERBS_QP_STATS_DEFERRED;
 		st->wqes += atomic_load(&sqp->watch.wqes);
-		st->doorbells += atomic_load(&sqp->watch.rings);
+		st->doorbells += sv_watch_rings(sqp);
 	}
 	pthread_spin_unlock(&sqp->lock);
 }
@@ -421,7 +446,7 @@ void sverbs_qp_modify_pre(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 
 	/* what a watched QP deferred goes as stock's went, before */
 	if (attr_mask & IBV_QP_STATE)
-		sv_watch_ring(sqp);
+		sv_watch_ring(sqp, SV_RING_STATE);
 	/*
 	 * Keep real completions the reset would discard (mlx5 cleans the
 	 * CQ); a QP in pass-through behaves as stock.
@@ -442,6 +467,9 @@ void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 
 	if (ret || !(attr_mask & IBV_QP_STATE))
 		return;
+	/* below RTS a watched QP defers nothing (watch.c) */
+	atomic_store_explicit(&sqp->watch.unready, attr->qp_state < IBV_QPS_RTS,
+			      memory_order_relaxed);
 	if (attr->qp_state == IBV_QPS_RESET) {
 		taken = sv_cq_lock(sqp->scq);
 		pthread_spin_lock(&sqp->lock);
@@ -512,6 +540,12 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 		sv_cq_unlock(scq, taken);
 		if (atomic_load(&sqp->watch.timer_ready))
 			sv_watch_join(sqp);
+		/*
+		 * What it deferred lost its timer and the poll's trigger
+		 * while the provider tried (the next posts join its batch
+		 * and arm nothing): it goes now, as stock's went at its post.
+		 */
+		sv_watch_ring_late(sqp, SV_RING_STATE);
 		return;
 	}
 	live_del(sqp);

@@ -110,16 +110,43 @@ struct sv_fifo {
 	uint32_t tail;
 };
 
+/*
+ * Who rang a watched QP's deferred WQEs (watch.c): the post that reached
+ * the batch target, a post the provider refused a WR of, a poll or arm of
+ * its send CQ, the budget's timer, a change of the QP's state or its leave
+ * for the queue.
+ */
+enum sv_ring_why {
+	SV_RING_TARGET,
+	SV_RING_REFUSED,
+	SV_RING_POLL,
+	SV_RING_TIMER,
+	SV_RING_STATE,
+	SV_RING_NWHY
+};
+
 /* What a budgeted QP in pass-through measures (watch.c): relaxed atomics. */
 struct sv_watch {
 	_Atomic uint64_t gap_ns; /* EWMA of the gaps between posts */
 	_Atomic uint32_t target; /* the batch size that gap gives */
 	/* post calls since last_ns: the gaps its next sample spans */
 	_Atomic uint32_t since;
-	/* deferred doorbells: WQEs written without one, doorbells rung */
+	/*
+	 * deferred doorbells: WQEs written without one; doorbells rung and
+	 * the WQEs each sent, by who rang (SVERBS_STATS prints them)
+	 */
 	_Atomic uint64_t wqes;
-	_Atomic uint64_t rings;
+	_Atomic uint64_t rings[SV_RING_NWHY];
+	_Atomic uint64_t rung_wqes[SV_RING_NWHY];
 	atomic_bool timer_ready; /* the budget's timer is set up (lifetime.c) */
+	/*
+	 * The layer saw the QP modified below RTS (RESET, INIT, RTR), where
+	 * rxe refuses a doorbell: its posts go stock, each with the error
+	 * stock's gets, none deferred with a success it cannot keep
+	 * (sverbs_qp_modify_post(); a QP whose modifies it never saw may
+	 * defer)
+	 */
+	atomic_bool unready;
 	/* on its CQ's deferring list (watch.c; the CQ's defer_lock) */
 	bool listed;
 	struct sverbs_qp *next;
@@ -438,8 +465,14 @@ void sv_qp_leave_passthrough(struct sverbs_qp *sqp);
 /* counted: the glue read the completion count for this post already */
 bool sv_watch_leaves(struct sverbs_qp *sqp, uint64_t *timed, bool counted);
 void sv_watch_returned(struct sverbs_qp *sqp);
-int sv_watch_ring(struct sverbs_qp *sqp);
-void sv_watch_ring_late(struct sverbs_qp *sqp);
+/* whether a watched QP may batch: not below RTS (sv_watch.unready) */
+static inline bool sv_watch_ready(struct sverbs_qp *sqp)
+{
+	return !atomic_load_explicit(&sqp->watch.unready, memory_order_relaxed);
+}
+int sv_watch_ring(struct sverbs_qp *sqp, enum sv_ring_why why);
+void sv_watch_ring_late(struct sverbs_qp *sqp, enum sv_ring_why why);
+uint64_t sv_watch_rings(struct sverbs_qp *sqp);
 int sv_watch_post_joined(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 			 struct ibv_send_wr **bad_wr);
 int sv_watch_post_deferred(struct sverbs_qp *sqp, struct ibv_send_wr *wr,

@@ -25,6 +25,7 @@
  * nothing and batches nothing.  Posts race on the estimate without a lock
  * (relaxed atomics): it is a heuristic, and any outcome is a correct QP.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "cq_int.h"
@@ -148,13 +149,56 @@ void sv_watch_seed(struct sverbs_qp *sqp)
  * A completion is never held: only WQEs not yet sent wait, at most the
  * budget.
  */
-int sv_watch_ring(struct sverbs_qp *sqp)
+#define SV_RING_RETRY_NS (5 * 1000)
+
+/*
+ * The send queue was busy (the adapter's ring answered EBUSY): a post of
+ * another thread, or an ibv_wr_* batch, maybe of the caller's own thread
+ * (a poll or an arm inside it: waiting would never end).  The n WQEs go
+ * back to the count, as if it had never been taken, with both triggers:
+ * the next poll or arm, and the timer soon.  (mlx5: a post's own doorbell
+ * or the batch's wr_complete tells the hardware of them anyway, and the
+ * ring that comes later finds nothing to do.)
+ */
+static void ring_later(struct sverbs_qp *sqp, uint32_t n)
 {
-	if (!atomic_load_explicit(&sqp->fast.deferred, memory_order_relaxed) ||
-	    !atomic_exchange(&sqp->fast.deferred, 0))
+	atomic_fetch_add(&sqp->fast.deferred, n);
+	atomic_fetch_or(sqp->scq->fast.state, SVERBS_CQ_DEFER);
+	sverbs_timer_arm(&sqp->timer, sverbs_now_ns() + SV_RING_RETRY_NS);
+}
+
+int sv_watch_ring(struct sverbs_qp *sqp, enum sv_ring_why why)
+{
+	uint32_t n;
+	int ret;
+
+	if (!atomic_load_explicit(&sqp->fast.deferred, memory_order_relaxed))
 		return 0;
-	atomic_fetch_add_explicit(&sqp->watch.rings, 1, memory_order_relaxed);
-	return sqp->ad->ring(sqp->qp);
+	n = atomic_exchange(&sqp->fast.deferred, 0);
+	if (!n)
+		return 0;
+	ret = sqp->ad->ring(sqp->qp);
+	if (ret == EBUSY) {
+		ring_later(sqp, n);
+		return 0;
+	}
+	atomic_fetch_add_explicit(&sqp->watch.rings[why], 1,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&sqp->watch.rung_wqes[why], n,
+				  memory_order_relaxed);
+	return ret;
+}
+
+/* The doorbells rung for deferred WQEs, whoever rang them. */
+uint64_t sv_watch_rings(struct sverbs_qp *sqp)
+{
+	uint64_t n = 0;
+	int i;
+
+	for (i = 0; i < SV_RING_NWHY; i++)
+		n += atomic_load_explicit(&sqp->watch.rings[i],
+					  memory_order_relaxed);
+	return n;
 }
 
 /*
@@ -162,9 +206,9 @@ int sv_watch_ring(struct sverbs_qp *sqp)
  * the WQEs stay in the send queue for the next doorbell, or are flushed
  * with the QP, as stock's are after a failed doorbell.
  */
-void sv_watch_ring_late(struct sverbs_qp *sqp)
+void sv_watch_ring_late(struct sverbs_qp *sqp, enum sv_ring_why why)
 {
-	int err = sv_watch_ring(sqp);
+	int err = sv_watch_ring(sqp, why);
 
 	if (err)
 		sv_log(sqp->ad, sqp->qp->context, SVERBS_LOG_INFO,
@@ -212,7 +256,7 @@ void sv_cq_ring_deferred_all(struct sverbs_cq *scq)
 	atomic_fetch_and(scq->fast.state, ~SVERBS_CQ_DEFER);
 	pthread_spin_lock(&scq->defer_lock);
 	for (sqp = scq->deferring; sqp; sqp = sqp->watch.next)
-		sv_watch_ring_late(sqp);
+		sv_watch_ring_late(sqp, SV_RING_POLL);
 	pthread_spin_unlock(&scq->defer_lock);
 }
 
@@ -252,7 +296,8 @@ int sv_watch_post_deferred(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	if (target > max)
 		target = max;
 	if (ret || before + n >= target) {
-		err = sv_watch_ring(sqp);
+		err = sv_watch_ring(sqp,
+				    ret ? SV_RING_REFUSED : SV_RING_TARGET);
 		if (!ret)
 			ret = err;
 		/* the next gap counts from the return, not the doorbell */
@@ -298,12 +343,18 @@ int sv_watch_post_joined(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 /* The CQ's count as the QP starts (creation). */
 void sv_watch_init(struct sverbs_qp *sqp)
 {
+	int i;
+
 	atomic_init(&sqp->watch.gap_ns, 0);
 	atomic_init(&sqp->watch.target, 1);
 	atomic_init(&sqp->watch.since, 1);
 	atomic_init(&sqp->watch.wqes, 0);
-	atomic_init(&sqp->watch.rings, 0);
+	for (i = 0; i < SV_RING_NWHY; i++) {
+		atomic_init(&sqp->watch.rings[i], 0);
+		atomic_init(&sqp->watch.rung_wqes[i], 0);
+	}
 	atomic_init(&sqp->watch.timer_ready, false);
+	atomic_init(&sqp->watch.unready, false);
 	sqp->watch.listed = false;
 	sqp->watch.next = NULL;
 	atomic_init(&sqp->fast.deferred, 0);

@@ -112,8 +112,8 @@ static int pt_batch_end(struct ibv_qp_ex *qpx, bool complete)
 	}
 	/* a watched QP's batch is one post (watch.c) */
 	pt = atomic_load_explicit(&sqp->fast.pt, memory_order_acquire);
-	leave = prio ||
-		(pt == SVERBS_PT_WATCH && sv_watch_leaves(sqp, &timed, false));
+	leave = prio || (pt == SVERBS_PT_WATCH && sv_watch_ready(sqp) &&
+			 sv_watch_leaves(sqp, &timed, false));
 	ret = sqp->raw_qpx->wr_complete(qpx);
 	if (timed)
 		sv_watch_returned(sqp);

@@ -143,9 +143,15 @@ static int fk_post_send_nodb(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	return ret;
 }
 
+/* never waits for the send queue (an open batch holds it): EBUSY */
 static int fk_ring(struct ibv_qp *qp)
 {
 	pthread_mutex_lock(&fk_lock);
+	if (fk->sq[fk_qp_index(qp)].batch_open) {
+		fk->ring_busy++;
+		pthread_mutex_unlock(&fk_lock);
+		return EBUSY;
+	}
 	fk->doorbells++;
 	fk->rings++;
 	ring_locked(&fk->sq[fk_qp_index(qp)]);
@@ -480,8 +486,8 @@ static struct ibv_send_wr *fkb_new(struct ibv_qp_ex *qx, enum ibv_wr_opcode op)
 
 static void fkb_start(struct ibv_qp_ex *qx)
 {
-	(void)qx;
 	fkb.n = 0;
+	fk->sq[qx->qp_base.qp_num - 0x100].batch_open = true;
 }
 
 static void fkb_send(struct ibv_qp_ex *qx)
@@ -517,6 +523,7 @@ static int fkb_complete(struct ibv_qp_ex *qx)
 	struct ibv_send_wr *bad = NULL;
 	int i;
 
+	fk->sq[qx->qp_base.qp_num - 0x100].batch_open = false;
 	if (!fkb.n)
 		return 0;
 	for (i = 0; i + 1 < fkb.n; i++)
@@ -528,8 +535,8 @@ static int fkb_complete(struct ibv_qp_ex *qx)
 
 static void fkb_abort(struct ibv_qp_ex *qx)
 {
-	(void)qx;
 	fkb.n = 0;
+	fk->sq[qx->qp_base.qp_num - 0x100].batch_open = false;
 }
 
 void fk_wr_install(struct ibv_qp_ex *qx, int i)

@@ -43,6 +43,8 @@ struct fk_sq {
 	int depth;
 	bool err;
 	bool sig_all;
+	/* an ibv_wr_* batch is open: it holds the send queue (mlx5's lock) */
+	bool batch_open;
 	uint64_t out_bytes; /* bytes of WQEs posted, not completed */
 	uint64_t max_out_bytes;
 	int max_out;
@@ -61,8 +63,9 @@ struct fk {
 	bool cq_overflow;
 	struct ibv_wc ex_cur;
 	int doorbells;
-	int rings; /* the adapter's ring: doorbells without a post */
-	int leaks; /* WQEs that carried sverbs priority bits */
+	int rings;     /* the adapter's ring: doorbells without a post */
+	int ring_busy; /* rings that found the send queue held: EBUSY */
+	int leaks;     /* WQEs that carried sverbs priority bits */
 	int notify_calls;
 	int notify_solicited; /* solicited_only of the last arm */
 	int resize_calls;

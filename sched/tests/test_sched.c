@@ -3540,6 +3540,17 @@ static void post_ids(int i, uint64_t first, int n, unsigned int flags)
 				0);
 }
 
+/* Who rang QP i's deferred WQEs: doorbells, and the WQEs they sent. */
+static uint64_t rung_by(int i, enum sv_ring_why why)
+{
+	return atomic_load(&sqp[i]->watch.rings[why]);
+}
+
+static uint64_t rung_wqes_by(int i, enum sv_ring_why why)
+{
+	return atomic_load(&sqp[i]->watch.rung_wqes[why]);
+}
+
 /* Liveness, not speed: up to 5 s for the budget's timer to ring QP i. */
 static void wait_rung(int i)
 {
@@ -3583,6 +3594,10 @@ static void test_defer_batches(void)
 	CU_ASSERT(st.flags & SVERBS_QP_STATS_PASSTHROUGH);
 	CU_ASSERT_EQUAL(st.wqes, 20);
 	CU_ASSERT_EQUAL(st.doorbells, 1);
+	/* who rang, and how many WQEs: the post that reached the target */
+	CU_ASSERT_EQUAL(rung_by(0, SV_RING_TARGET), 1);
+	CU_ASSERT_EQUAL(rung_wqes_by(0, SV_RING_TARGET), 16);
+	CU_ASSERT_EQUAL(rung_by(0, SV_RING_POLL), 0);
 	/* what was rung completes, stock; the 4 deferred do not run */
 	CU_ASSERT_EQUAL(fk_complete(0, -1), 17);
 	CU_ASSERT(atomic_load(scq->fast.state) & SVERBS_CQ_DEFER);
@@ -3593,6 +3608,11 @@ static void test_defer_batches(void)
 	/* the poll rang them first */
 	CU_ASSERT_EQUAL(fk_unrung(0), 0);
 	CU_ASSERT_EQUAL(fk->rings, 2);
+	CU_ASSERT_EQUAL(rung_by(0, SV_RING_POLL), 1);
+	CU_ASSERT_EQUAL(rung_wqes_by(0, SV_RING_POLL), 4);
+	CU_ASSERT_EQUAL(rung_by(0, SV_RING_TARGET), 1);
+	sverbs_qp_get_stats(sqp[0], &st);
+	CU_ASSERT_EQUAL(st.doorbells, 2);
 	CU_ASSERT_FALSE(atomic_load(scq->fast.state) & SVERBS_CQ_DEFER);
 	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.deferred), 0);
 	/* it took completions: its next post goes stock */
@@ -3621,6 +3641,9 @@ static void test_defer_arm(void)
 	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
 	CU_ASSERT_EQUAL(fk_unrung(0), 0);
 	CU_ASSERT_EQUAL(fk->rings, 1);
+	/* an arm counts as the poll's trigger */
+	CU_ASSERT_EQUAL(rung_by(0, SV_RING_POLL), 1);
+	CU_ASSERT_EQUAL(rung_wqes_by(0, SV_RING_POLL), 3);
 	CU_ASSERT_EQUAL(fk->notify_calls, 1);
 	CU_ASSERT_EQUAL(drain(0, wc, 8), 4);
 	teardown();
@@ -3639,9 +3662,120 @@ static void test_defer_timer(void)
 	post_ids(0, 100, 4, 0);
 	CU_ASSERT_TRUE(sqp[0]->timer_on);
 	wait_rung(0);
+	CU_ASSERT_EQUAL(rung_by(0, SV_RING_TIMER), 1);
+	CU_ASSERT_EQUAL(rung_wqes_by(0, SV_RING_TIMER), 3);
 	CU_ASSERT_EQUAL(fk->rings, 1);
 	CU_ASSERT_EQUAL(drain(0, wc, 8), 4);
 	for (i = 0; i < 4; i++)
+		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
+	teardown();
+}
+
+/*
+ * A poll or an arm inside an ibv_wr_* batch of a QP with deferred WQEs:
+ * the batch holds the provider's send queue (mlx5's lock, from wr_start to
+ * wr_complete or wr_abort), so a ring there must not wait for it (it would
+ * wait for its own thread): the adapter answers EBUSY.  Nothing is lost:
+ * the WQEs stay counted, the next poll after the batch rings them, and so
+ * does the budget's timer for a poster that neither polls nor arms.
+ */
+static void test_defer_ring_busy(void)
+{
+	struct ibv_qp_ex *qx = &pt_qx[0];
+	struct ibv_wc wc[8];
+	int i;
+
+	defer_setup(10 * 1000 * 1000);
+	fk_wr_install(qx, 0);
+	CU_ASSERT_TRUE_FATAL(sverbs_qp_install_wr_ops(
+		sqp[0], qx, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND));
+	post_ids(0, 100, 4, 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 3);
+	ibv_wr_start(qx);
+	CU_ASSERT_EQUAL(poll_all(wc, 8), 0);
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
+	CU_ASSERT(fk->ring_busy >= 2);
+	CU_ASSERT_EQUAL(fk_unrung(0), 3);
+	ibv_wr_abort(qx);
+	CU_ASSERT_EQUAL(poll_all(wc, 8), 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 0);
+	CU_ASSERT_EQUAL(drain(0, wc, 8), 4);
+	for (i = 0; i < 4; i++)
+		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
+	teardown();
+
+	/* nobody polls after the batch: the timer */
+	defer_setup(2000);
+	fk_wr_install(qx, 0);
+	CU_ASSERT_TRUE_FATAL(sverbs_qp_install_wr_ops(
+		sqp[0], qx, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND));
+	post_ids(0, 100, 4, 0);
+	ibv_wr_start(qx);
+	CU_ASSERT_EQUAL(poll_all(wc, 8), 0);
+	ibv_wr_abort(qx);
+	wait_rung(0);
+	CU_ASSERT_EQUAL(drain(0, wc, 8), 4);
+	teardown();
+}
+
+/*
+ * Below RTS rxe refuses a doorbell (EINVAL): a stock post reports it, and
+ * a deferred one would have reported a success whose doorbell then fails
+ * (a ring that no post waits for: only logged) and whose WQEs wait for the
+ * next doorbell.  So a QP the layer saw modified to INIT defers nothing
+ * until it sees RTS.
+ */
+static void test_defer_waits_for_rts(void)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT };
+	struct ibv_wc wc[16];
+
+	defer_setup(10 * 1000 * 1000);
+	sverbs_qp_modify_pre(sqp[0], &attr, IBV_QP_STATE);
+	sverbs_qp_modify_post(sqp[0], &attr, IBV_QP_STATE, 0);
+	post_ids(0, 100, 4, 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 0);
+	CU_ASSERT_EQUAL(fk->doorbells, 4);
+	attr.qp_state = IBV_QPS_RTR;
+	sverbs_qp_modify_pre(sqp[0], &attr, IBV_QP_STATE);
+	sverbs_qp_modify_post(sqp[0], &attr, IBV_QP_STATE, 0);
+	post_ids(0, 104, 2, 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 0);
+	attr.qp_state = IBV_QPS_RTS;
+	sverbs_qp_modify_pre(sqp[0], &attr, IBV_QP_STATE);
+	sverbs_qp_modify_post(sqp[0], &attr, IBV_QP_STATE, 0);
+	/* at RTS the posts that run ahead batch again */
+	post_ids(0, 106, 4, 0);
+	CU_ASSERT(fk_unrung(0) > 0);
+	CU_ASSERT_EQUAL(drain(0, wc, 16), 10);
+	teardown();
+}
+
+/*
+ * A destroy the provider refuses (EBUSY: a bound MW, an attached QP) with
+ * WQEs deferred: the QP goes on, and so do they.  While the provider tried,
+ * the QP was off its CQ's deferring list and had no timer, and a poll that
+ * came then cleared the CQ's DEFER bit: without a ring at the refusal the
+ * WQEs waited for a batch target that the next posts (which join the open
+ * batch, arming nothing) might never reach.
+ */
+static void test_defer_destroy_fails(void)
+{
+	struct ibv_wc wc[8];
+	int i;
+
+	defer_setup(10 * 1000 * 1000);
+	post_ids(0, 100, 4, 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 3);
+	sverbs_qp_destroy_pre(sqp[0]);
+	/* another thread's poll while the provider tries */
+	CU_ASSERT_EQUAL(poll_all(wc, 8), 0);
+	sverbs_qp_destroy_post(sqp[0], EBUSY);
+	post_ids(0, 104, 1, 0);
+	CU_ASSERT_EQUAL(poll_all(wc, 8), 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 0);
+	CU_ASSERT_EQUAL(drain(0, wc, 8), 5);
+	for (i = 0; i < 5; i++)
 		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
 	teardown();
 }
@@ -3662,6 +3796,8 @@ static void test_defer_modify(void)
 	sverbs_qp_modify_pre(sqp[0], &attr, IBV_QP_STATE);
 	CU_ASSERT_EQUAL(fk_unrung(0), 0);
 	CU_ASSERT_EQUAL(fk->rings, 1);
+	CU_ASSERT_EQUAL(rung_by(0, SV_RING_STATE), 1);
+	CU_ASSERT_EQUAL(rung_wqes_by(0, SV_RING_STATE), 3);
 	fk_qp_error(0);
 	sverbs_qp_modify_post(sqp[0], &attr, IBV_QP_STATE, 0);
 	CU_ASSERT_EQUAL(poll_all(wc, 8), 4);
@@ -4678,6 +4814,14 @@ int main(void)
 		  test_defer_batches },
 		{ "18.3 deferred doorbells: the timer rings a stopped poster",
 		  test_defer_timer },
+		{ "18.3 deferred doorbells: a refused destroy strands nothing",
+		  test_defer_destroy_fails },
+		{ "18.3 deferred doorbells: none below RTS",
+		  test_defer_waits_for_rts },
+		{ "18.3 deferred doorbells: a poll inside a wr_* batch waits "
+		  "for "
+		  "nothing",
+		  test_defer_ring_busy },
 		{ "18.3 deferred doorbells: an arm rings first",
 		  test_defer_arm },
 		{ "18.3 deferred doorbells: a modify rings first",

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <infiniband/sverbs.h>
 
@@ -1415,6 +1416,53 @@ static void test_budget_defer(void)
 	teardown();
 }
 
+/*
+ * A poll inside an ibv_wr_* batch of a QP with deferred WQEs: mlx5's
+ * wr_start takes the send queue's lock and holds it until wr_complete or
+ * wr_abort, and the poll rings what the QP deferred.  mlx5_sv_ring() must
+ * not wait for that lock (its own thread holds it: a hang): it answers
+ * EBUSY, the poll returns, and the WQEs are rung after the batch.  The
+ * lock is taken here as wr_start takes it; alarm() turns a hang into a
+ * failure.
+ */
+static void test_budget_defer_batch_open(void)
+{
+	const struct verbs_context_ops *ops = mlx5_sv_ops();
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_wc wc[16];
+	struct ibv_sge sge;
+	struct ibv_qp *qp;
+	int i;
+
+	setup(false, false);
+	reset_rec();
+	qp = &f.qp->verbs_qp.qp;
+	for (i = 0; i < 8; i++) {
+		mkwr(&wr, &sge, 100 + (uint64_t)i, IBV_WR_RDMA_WRITE, 64,
+		     i == 7 ? IBV_SEND_SIGNALED : 0);
+		CU_ASSERT_EQUAL_FATAL(ops->post_send(qp, &wr, &bad), 0);
+	}
+	CU_ASSERT_NOT_EQUAL_FATAL(be32toh(f.qp_db[MLX5_SND_DBR]),
+				  f.qp->sq.cur_post & 0xffff);
+	CU_ASSERT_EQUAL_FATAL(mlx5_spin_lock(&f.qp->sq.lock), 0);
+	alarm(20);
+	CU_ASSERT_EQUAL(ops->poll_cq(ibcq(), 16, wc), 0);
+	CU_ASSERT_EQUAL(mlx5_sv_ring(qp), EBUSY);
+	alarm(0);
+	CU_ASSERT_NOT_EQUAL(be32toh(f.qp_db[MLX5_SND_DBR]),
+			    f.qp->sq.cur_post & 0xffff);
+	mlx5_spin_unlock(&f.qp->sq.lock);
+	/* after the batch: the next poll rings them (or the timer did) */
+	CU_ASSERT_EQUAL(ops->poll_cq(ibcq(), 16, wc), 0);
+	CU_ASSERT_EQUAL(be32toh(f.qp_db[MLX5_SND_DBR]),
+			f.qp->sq.cur_post & 0xffff);
+	hw_run();
+	CU_ASSERT_EQUAL_FATAL(ops->poll_cq(ibcq(), 16, wc), 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 107);
+	CU_ASSERT_EQUAL(wc[0].status, IBV_WC_SUCCESS);
+	teardown();
+}
+
 static int budget_main(void)
 {
 	static const struct cu_test tests[] = {
@@ -1422,6 +1470,9 @@ static int budget_main(void)
 		  test_budget_thread_domain },
 		{ "18.3 budget: deferred doorbells, rung by target and timer",
 		  test_budget_defer },
+		{ "18.3 budget: a poll inside a wr_* batch does not wait for "
+		  "it",
+		  test_budget_defer_batch_open },
 	};
 
 	/* 1 s: every gap between the tests' posts is short enough to batch */
