@@ -69,6 +69,20 @@ if reps:
         held = f"{med([r['held'] / r['layer_wrs'] for r in queued]):.2f}" if queued else "-"
         p99 = f"{med([r['held_p99_us'] for r in queued]):.1f}" if queued else "-"
         md.append(f"| {m} | {med([r['wqes'] / r['doorbells'] for r in lay]):.2f} | {held} | {p99} |")
+    rung = {m: [by[m][k]["rung"] for k in reps if by[m][k].get("rung")] for m in MODES[1:]}
+    rung = {m: v for m, v in rung.items() if v}
+    if rung:
+        whys = ("target", "poll", "timer", "refused", "state")
+        md += ["", "Who rang the deferred WQEs (watch.c's counters): each cause's share of the "
+               "doorbells, and its WQEs per doorbell; medians over the repetitions:", "",
+               "| mode | " + " | ".join(whys) + " |", "|---|" + "---:|" * len(whys)]
+        for m, rs in rung.items():
+            cells = []
+            for w in whys:
+                share = [r.get(w, [0, 0])[0] / max(1, sum(d for d, _ in r.values())) for r in rs]
+                per = [r[w][1] / r[w][0] for r in rs if r.get(w, [0, 0])[0]]
+                cells.append(f"{100 * med(share):.0f} %" + (f", {med(per):.1f}" if per else ""))
+            md.append(f"| {m} | " + " | ".join(cells) + " |")
 if sysc:
     names = sorted(set().union(*(s["per_wr"] for s in sysc.values())))
     md += ["", "System calls per WR (strace -c -f, every thread; a run of a tenth as many WRs "

@@ -76,6 +76,10 @@ timed() {
 	    out.update(layer_wrs=int(s.group(1)), wqes=int(s.group(2)), doorbells=int(s.group(3)),
 	               held=int(s.group(5)), held_p99_us=float(s.group(6)),
 	               passthrough="pass-through" in s.group(7))
+	    # a deferring QP: who rang its deferred WQEs (doorbells/WQEs each)
+	    rung = re.findall(r"(target|refused|poll|timer|state) (\d+)/(\d+)", s.group(7))
+	    if rung:
+	        out["rung"] = {w: [int(d), int(q)] for w, d, q in rung}
 	print(json.dumps(out), flush=True)
 	sys.exit(1 if "error" in out else 0)
 	PYEOF

@@ -29,7 +29,9 @@ def run_line(mode, rep, mpps, layer=None):
 
 # the guest's counters: SVERBS_STATS of a deferring QP in pass-through
 DEFER = {"layer_wrs": 0, "wqes": 98000, "doorbells": 4000, "held": 0, "held_p99_us": 0.0,
-         "passthrough": True}
+         "passthrough": True,
+         "rung": {"target": [3000, 75000], "refused": [0, 0], "poll": [600, 12000],
+                  "timer": [400, 11000], "state": [0, 0]}}
 QUEUED = {"layer_wrs": 100000, "wqes": 100000, "doorbells": 6250, "held": 99000,
           "held_p99_us": 131.1, "passthrough": False}
 
@@ -66,6 +68,8 @@ def main():
     check("| budget | 24.50 | - | - |" in md,
           "pass-through's deferred doorbells: WQEs per doorbell, no held figures")
     check("| nolinger | 16.00 | 0.99 | 131.1 |" in md, "a queued QP's held WRs per WR and p99")
+    check("| budget | 75 %, 25.0 | 15 %, 20.0 | 10 %, 27.5 | 0 % | 0 % |" in md,
+          "who rang: each cause's share of the doorbells, its WQEs per doorbell")
     check("1.10x (1.10..1.10)" in md, "the rate against the first mode")
     check(js is not None and len(js["runs"]) == len(lines), "every line kept in the JSON")
 
