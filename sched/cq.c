@@ -178,6 +178,9 @@ bool sv_hr_take(struct sverbs_cq *scq)
 void sv_hr_give(struct sverbs_cq *scq, unsigned int n)
 {
 	atomic_fetch_sub(&scq->hr_used, n);
+	/* after the give: a waiter that joins later takes again itself */
+	if (atomic_load(&scq->hr_waiters))
+		atomic_store(&scq->hr_kick, true);
 }
 
 #ifdef SV_TEST_HOOKS
@@ -829,6 +832,9 @@ static void pump_waiting(struct sverbs_cq *scq, enum sv_pump_why why)
 {
 	struct sverbs_qp *sqp, *next;
 
+	/* a give after this wakes the next walk: sv_cq_kick() */
+	if (atomic_load_explicit(&scq->hr_kick, memory_order_relaxed))
+		atomic_store(&scq->hr_kick, false);
 	if (!atomic_load(&scq->hr_waiters) && !atomic_load(&scq->held_qps))
 		return;
 	pthread_spin_lock(&scq->wait_lock);
@@ -862,6 +868,22 @@ static void pump_waiting(struct sverbs_cq *scq, enum sv_pump_why why)
 void sv_cq_headroom_back(struct sverbs_cq *scq)
 {
 	pump_waiting(scq, SV_PUMP_FLUSH);
+}
+
+/*
+ * After a post or the timer's pump (no QP lock held): headroom given back
+ * outside a poll while QPs waited for it reaches them now (hr_kick).
+ */
+void sv_cq_kick(struct sverbs_cq *scq)
+{
+	bool taken;
+
+	if (!atomic_load_explicit(&scq->hr_kick, memory_order_relaxed) ||
+	    !atomic_exchange(&scq->hr_kick, false))
+		return;
+	taken = sv_cq_lock(scq);
+	pump_waiting(scq, SV_PUMP_FLUSH);
+	sv_cq_unlock(scq, taken);
 }
 
 static void finish_round(struct sverbs_cq *scq, struct sv_touched *t)

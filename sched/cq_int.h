@@ -100,6 +100,13 @@ struct sverbs_cq {
 	 */
 	atomic_bool sol_armed;
 	/*
+	 * Headroom came back while a QP waited for it, outside a poll (a
+	 * refused chain's rollback, a refused lone WR or no-op): the post
+	 * that gave it pumps the waiting QPs once its QP lock is dropped
+	 * (sv_cq_kick()), as a poll would; no completion of theirs may come.
+	 */
+	atomic_bool hr_kick;
+	/*
 	 * The QPs that began to wait for headroom or to hold WRs (hr_wait,
 	 * held): what poll and req_notify_cq pump, found without walking
 	 * the table (16.10).  Pushed on the post path under the QP lock, so

@@ -213,6 +213,7 @@ static void qp_timer_fire(void *arg)
 	}
 	sv_qp_pump(sqp, SV_PUMP_TIMER);
 	pthread_spin_unlock(&sqp->lock);
+	sv_cq_kick(sqp->scq);
 }
 
 /* SVERBS_STATS: QPs still alive at exit print their counters then. */

@@ -389,6 +389,8 @@ void sv_qp_post_unlock(struct sverbs_qp *sqp)
 	pthread_spin_unlock(&sqp->lock);
 	if (deadline)
 		sverbs_timer_arm(&sqp->timer, deadline);
+	/* headroom this post gave back, while another QP waited for it */
+	sv_cq_kick(sqp->scq);
 }
 
 void sv_qp_unhold(struct sverbs_qp *sqp)

@@ -119,8 +119,13 @@ static int fk_post_send_locked(struct ibv_qp *qp, struct ibv_send_wr *wr,
 static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			struct ibv_send_wr **bad_wr)
 {
+	void (*hook)(void) = fk->post_hook;
 	int ret;
 
+	if (hook) {
+		fk->post_hook = NULL;
+		hook();
+	}
 	pthread_mutex_lock(&fk_lock);
 	ret = fk_post_send_locked(qp, wr, bad_wr, true);
 	pthread_mutex_unlock(&fk_lock);

@@ -89,6 +89,8 @@ struct fk {
 	void (*poll_hook)(void);
 	/* the same for the next post_send_nodb, before it writes */
 	void (*nodb_hook)(void);
+	/* ... and for the next post_send */
+	void (*post_hook)(void);
 	int sync_calls;		 /* the adapter's cq_sync */
 	void (*sync_hook)(void); /* called by each cq_sync */
 };

@@ -1402,6 +1402,52 @@ static void test_headroom_gap(void)
 }
 
 /*
+ * Headroom that a refused chain gives back, while another QP waits for it:
+ * QP 1's round takes the shared units; in the provider's post (another
+ * thread, in the fake's hook) QP 0's WRITE finds none and waits; then the
+ * provider refuses QP 1's chain and the rollback gives them back.  Nothing
+ * of either QP is in flight, so no completion would pump QP 0: an
+ * application that armed the CQ and sleeps would wait for ever.  The post
+ * that gave them back pumps the waiters once its QP lock is dropped.
+ */
+static void hr_refusal_waiter(void)
+{
+	CU_ASSERT_EQUAL(
+		post(sqp[0], 1, IBV_WR_RDMA_WRITE, 2 * SL, IBV_SEND_SIGNALED),
+		0);
+	CU_ASSERT_TRUE(sqp[0]->hr_wait);
+}
+
+static void test_headroom_back_on_refusal(void)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	cfg_default();
+	cfg.cq_headroom = 4;
+	cfg.window_slices = 4;
+	setup(64);
+	fk->resize_fails = true;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 16, false));
+	/* QP 1 has posted one WQE: the refusal is its second */
+	CU_ASSERT_EQUAL(post(sqp[1], 50, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
+	CU_ASSERT_EQUAL(drain(1, wc, 16), 1);
+	fk->post_hook = hr_refusal_waiter;
+	fk->post_fail_at = fk->sq[1].posted + 1;
+	fk->post_fail_err = EINVAL;
+	(void)post(sqp[1], 100, IBV_WR_RDMA_WRITE, 3 * SL, IBV_SEND_SIGNALED);
+	CU_ASSERT_PTR_NULL(fk->post_hook);
+	/* QP 0 went on, with no poll and no arm */
+	CU_ASSERT(fk_outstanding(0) > 0);
+	CU_ASSERT_FALSE(sqp[0]->hr_wait);
+	n = drain(0, wc, 16);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 1 && wc[0].status == IBV_WC_SUCCESS);
+	drain(1, wc, 16);
+	teardown();
+}
+
+/*
  * Headroom that a destroy or a RESET of another QP gives back reaches the
  * QPs that wait for it, with no poll: an application that armed the CQ and
  * sleeps would otherwise wait for an event that no WQE of the waiter can
@@ -4748,6 +4794,8 @@ int main(void)
 		{ "headroom resize", test_headroom_resize },
 		{ "headroom refuse", test_headroom_refuse },
 		{ "headroom given back before the wait", test_headroom_gap },
+		{ "headroom a refused chain gives back reaches its waiter",
+		  test_headroom_back_on_refusal },
 		{ "headroom freed by a destroy",
 		  test_headroom_freed_by_destroy },
 		{ "headroom freed by a RESET", test_headroom_freed_by_reset },
