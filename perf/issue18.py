@@ -123,13 +123,13 @@ def goal23(rate, name):
 
     pt = {t["test"]: t for t in summ.get("perftest", [])}
     vs = pt.get("ib_write_bw 64B budget", {}).get("vs_post_list")
-    perftest_how = ("per-repetition pairs of the two tests' runs" if vs and vs.get("paired")
-                    else "medians of the two configs' runs")
     if vs is None:
         # a summary from before perftest's rows had vs_post_list
         one = pt.get("ib_write_bw 64B budget", {}).get("sverbs", {}).get("mpps")
         pl16 = pt.get("ib_write_bw 64B post_list 16", {}).get("stock", {}).get("mpps")
         vs = {"ratio": round(one / pl16, 3)} if one and pl16 else None
+    perftest_how = ("per-repetition pairs of the two tests' runs" if vs and vs.get("paired")
+                    else "medians of the two configs' runs" if vs else "")
     g3s = [
         g3("rate_bench 1 thread, one WR per call with a 50 µs budget / stock --post_list 16",
            vs_pl("t1b"), 0.95, cpu_note("t1b", "pl16")),
@@ -242,7 +242,8 @@ def verdicts(cs):
 
 def markdown(name, metas, cs, goals):
     lines = [f"# {name}: issue 18's goals, measured", "",
-             "From one command, `perf/run-issue18.sh -n " + name + "`; every figure is "
+             "From `perf/run-issue18.sh -n " + name + "` (or the runs it makes, made one by one: "
+             "each listed below with its arguments); every figure is "
              "read from the runs below and compared with the issue's threshold by "
              "`perf/issue18.py` (a ratio is sverbs / stock or budget / no budget, "
              "the median of the paired repetitions unless the row says otherwise).  "
