@@ -170,6 +170,11 @@ void sverbs_timer_del(struct sverbs_timer_entry *e);
 void sverbs_timer_arm(struct sverbs_timer_entry *e, uint64_t deadline_ns);
 /* Nothing to fire any more: a store; the thread's wake-up stays planned. */
 void sverbs_timer_disarm(struct sverbs_timer_entry *e);
+/* Whether e has a deadline (a load: not what the thread will do next). */
+static inline bool sverbs_timer_armed(struct sverbs_timer_entry *e)
+{
+	return atomic_load_explicit(&e->deadline_ns, memory_order_relaxed);
+}
 /*
  * A child of fork() whose deadlines were armed in the parent has no timer
  * thread until something arms again: a hold that lasts across the fork must

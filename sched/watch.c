@@ -303,7 +303,13 @@ int sv_watch_post_deferred(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 		/* the next gap counts from the return, not the doorbell */
 		sv_watch_returned(sqp);
 		return ret;
-	} else if (!before || sverbs_timer_orphaned()) {
+	} else if (!before || sverbs_timer_orphaned() ||
+		   !sverbs_timer_armed(&sqp->timer)) {
+		/*
+		 * The batch's first post, or one that finds the batch without
+		 * a deadline: a fork() that came between another thread's
+		 * count and its arm, or a timer that fired before this count
+		 */
 		sverbs_timer_arm(&sqp->timer,
 				 (now ? now : sverbs_now_ns()) + budget);
 		/* after the count: a poll that clears it rings this WQE */

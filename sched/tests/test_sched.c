@@ -3798,6 +3798,33 @@ static void test_defer_waits_for_rts(void)
 }
 
 /*
+ * A batch left without a deadline: a fork() that came between another
+ * thread's count and its arm leaves the child a count, no deadline and no
+ * DEFER bit (the state is made here by hand).  The child's next post joins
+ * the batch; it must give the batch a deadline (and the bit), or its WQEs
+ * wait for a batch target that a stopped poster never reaches.
+ */
+static void test_defer_joined_no_deadline(void)
+{
+	struct ibv_wc wc[8];
+	int i;
+
+	defer_setup(2000);
+	post_ids(0, 100, 2, 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 1);
+	sverbs_timer_disarm(&sqp[0]->timer);
+	atomic_fetch_and(scq->fast.state, ~SVERBS_CQ_DEFER);
+	post_ids(0, 102, 1, 0);
+	CU_ASSERT_TRUE(sverbs_timer_armed(&sqp[0]->timer));
+	CU_ASSERT(atomic_load(scq->fast.state) & SVERBS_CQ_DEFER);
+	wait_rung(0);
+	CU_ASSERT_EQUAL(drain(0, wc, 8), 3);
+	for (i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
+	teardown();
+}
+
+/*
  * A destroy the provider refuses (EBUSY: a bound MW, an attached QP) with
  * WQEs deferred: the QP goes on, and so do they.  While the provider tried,
  * the QP was off its CQ's deferring list and had no timer, and a poll that
@@ -4866,6 +4893,9 @@ int main(void)
 		  test_defer_destroy_fails },
 		{ "18.3 deferred doorbells: none below RTS",
 		  test_defer_waits_for_rts },
+		{ "18.3 deferred doorbells: a batch without a deadline gets "
+		  "one",
+		  test_defer_joined_no_deadline },
 		{ "18.3 deferred doorbells: a poll inside a wr_* batch waits "
 		  "for "
 		  "nothing",
