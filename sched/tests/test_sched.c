@@ -1367,11 +1367,12 @@ static void gap_poller(struct sverbs_cq *c)
 	CU_ASSERT_EQUAL(sverbs_poll_cq(c, 16, wc), 0);
 }
 
-static void test_headroom_gap(void)
+/*
+ * Two QPs on a CQ that cannot grow, 4 CQEs of headroom: one each reserved,
+ * 2 shared, which one sliced WRITE's window takes.
+ */
+static void two_qps_tight_headroom(void)
 {
-	struct ibv_wc wc[16];
-	int n;
-
 	cfg_default();
 	cfg.cq_headroom = 4;
 	cfg.window_slices = 4;
@@ -1379,6 +1380,14 @@ static void test_headroom_gap(void)
 	fk->resize_fails = true;
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 16, false));
+}
+
+static void test_headroom_gap(void)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	two_qps_tight_headroom();
 	/* QP 1's sliced WRITE holds the shared headroom */
 	CU_ASSERT_EQUAL(
 		post(sqp[1], 100, IBV_WR_RDMA_WRITE, 3 * SL, IBV_SEND_SIGNALED),
@@ -1423,13 +1432,7 @@ static void test_headroom_back_on_refusal(void)
 	struct ibv_wc wc[16];
 	int n;
 
-	cfg_default();
-	cfg.cq_headroom = 4;
-	cfg.window_slices = 4;
-	setup(64);
-	fk->resize_fails = true;
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 16, false));
+	two_qps_tight_headroom();
 	/* QP 1 has posted one WQE: the refusal is its second */
 	CU_ASSERT_EQUAL(post(sqp[1], 50, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
 	CU_ASSERT_EQUAL(drain(1, wc, 16), 1);
@@ -1543,35 +1546,37 @@ static void test_arm_solicited(void)
  * wakes and the queued WRs never go.  An arm for every completion, or none,
  * is left as it was.
  */
-static void test_arm_solicited_then_leave(void)
+/*
+ * pt_setup(16), an arm (solicited_only), then three signaled SENDs at
+ * level 3, which take QP 0 out of pass-through; returns the arms made
+ * since the one here.
+ */
+static int arm_then_leave(int solicited_only)
 {
 	int calls, i;
 
 	pt_setup(16);
-	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 1), 0);
-	CU_ASSERT_EQUAL(fk->notify_solicited, 1);
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, solicited_only), 0);
+	CU_ASSERT_EQUAL(fk->notify_solicited, solicited_only);
 	calls = fk->notify_calls;
 	for (i = 1; i <= 3; i++)
 		CU_ASSERT_EQUAL(post(sqp[0], i, IBV_WR_SEND, 8,
 				     SVERBS_PRIO(3) | IBV_SEND_SIGNALED),
 				0);
 	CU_ASSERT_FALSE(atomic_load(&sqp[0]->fast.pt));
+	return fk->notify_calls - calls;
+}
+
+static void test_arm_solicited_then_leave(void)
+{
+	CU_ASSERT_EQUAL(arm_then_leave(1), 1);
 	CU_ASSERT_EQUAL(sqp[0]->queued, 2);
 	CU_ASSERT_EQUAL(fk_outstanding(0), 1);
-	CU_ASSERT_EQUAL(fk->notify_calls, calls + 1);
 	CU_ASSERT_EQUAL(fk->notify_solicited, 0);
 	teardown();
 
 	/* armed for every completion: no second arm */
-	pt_setup(16);
-	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
-	calls = fk->notify_calls;
-	for (i = 1; i <= 3; i++)
-		CU_ASSERT_EQUAL(post(sqp[0], i, IBV_WR_SEND, 8,
-				     SVERBS_PRIO(3) | IBV_SEND_SIGNALED),
-				0);
-	CU_ASSERT_FALSE(atomic_load(&sqp[0]->fast.pt));
-	CU_ASSERT_EQUAL(fk->notify_calls, calls);
+	CU_ASSERT_EQUAL(arm_then_leave(0), 0);
 	teardown();
 }
 
@@ -3586,6 +3591,17 @@ static void post_ids(int i, uint64_t first, int n, unsigned int flags)
 				0);
 }
 
+/*
+ * Four signaled WRITEs on a watched QP (budget 10 s): the first goes stock
+ * (no gap yet), the other three wait for their doorbell, wr_ids 100..103.
+ */
+static void defer_four(void)
+{
+	defer_setup(10 * 1000 * 1000);
+	post_ids(0, 100, 4, 0);
+	CU_ASSERT_EQUAL(fk_unrung(0), 3);
+}
+
 /* Who rang QP i's deferred WQEs: doorbells, and the WQEs they sent. */
 static uint64_t rung_by(int i, enum sv_ring_why why)
 {
@@ -3595,6 +3611,19 @@ static uint64_t rung_by(int i, enum sv_ring_why why)
 static uint64_t rung_wqes_by(int i, enum sv_ring_why why)
 {
 	return atomic_load(&sqp[i]->watch.rung_wqes[why]);
+}
+
+/* QP i's completions: n, successful, wr_ids first.. in order. */
+static void drain_in_order(int i, uint64_t first, int n)
+{
+	struct ibv_wc wc[32];
+	int k;
+
+	CU_ASSERT_EQUAL_FATAL(drain(i, wc, 32), n);
+	for (k = 0; k < n; k++) {
+		CU_ASSERT_EQUAL(wc[k].wr_id, first + (uint64_t)k);
+		CU_ASSERT_EQUAL(wc[k].status, IBV_WC_SUCCESS);
+	}
 }
 
 /* Liveness, not speed: up to 5 s for the budget's timer to ring QP i. */
@@ -3681,9 +3710,7 @@ static void test_defer_arm(void)
 {
 	struct ibv_wc wc[8];
 
-	defer_setup(10 * 1000 * 1000);
-	post_ids(0, 100, 4, 0);
-	CU_ASSERT_EQUAL(fk_unrung(0), 3);
+	defer_four();
 	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
 	CU_ASSERT_EQUAL(fk_unrung(0), 0);
 	CU_ASSERT_EQUAL(fk->rings, 1);
@@ -3701,9 +3728,6 @@ static void test_defer_arm(void)
  */
 static void test_defer_timer(void)
 {
-	struct ibv_wc wc[8];
-	int i;
-
 	defer_setup(2000);
 	post_ids(0, 100, 4, 0);
 	CU_ASSERT_TRUE(sqp[0]->timer_on);
@@ -3711,9 +3735,7 @@ static void test_defer_timer(void)
 	CU_ASSERT_EQUAL(rung_by(0, SV_RING_TIMER), 1);
 	CU_ASSERT_EQUAL(rung_wqes_by(0, SV_RING_TIMER), 3);
 	CU_ASSERT_EQUAL(fk->rings, 1);
-	CU_ASSERT_EQUAL(drain(0, wc, 8), 4);
-	for (i = 0; i < 4; i++)
-		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
+	drain_in_order(0, 100, 4);
 	teardown();
 }
 
@@ -3729,7 +3751,6 @@ static void test_defer_ring_busy(void)
 {
 	struct ibv_qp_ex *qx = &pt_qx[0];
 	struct ibv_wc wc[8];
-	int i;
 
 	defer_setup(10 * 1000 * 1000);
 	fk_wr_install(qx, 0);
@@ -3745,9 +3766,7 @@ static void test_defer_ring_busy(void)
 	ibv_wr_abort(qx);
 	CU_ASSERT_EQUAL(poll_all(wc, 8), 0);
 	CU_ASSERT_EQUAL(fk_unrung(0), 0);
-	CU_ASSERT_EQUAL(drain(0, wc, 8), 4);
-	for (i = 0; i < 4; i++)
-		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
+	drain_in_order(0, 100, 4);
 	teardown();
 
 	/* nobody polls after the batch: the timer */
@@ -3806,9 +3825,6 @@ static void test_defer_waits_for_rts(void)
  */
 static void test_defer_joined_no_deadline(void)
 {
-	struct ibv_wc wc[8];
-	int i;
-
 	defer_setup(2000);
 	post_ids(0, 100, 2, 0);
 	CU_ASSERT_EQUAL(fk_unrung(0), 1);
@@ -3818,9 +3834,7 @@ static void test_defer_joined_no_deadline(void)
 	CU_ASSERT_TRUE(sverbs_timer_armed(&sqp[0]->timer));
 	CU_ASSERT(atomic_load(scq->fast.state) & SVERBS_CQ_DEFER);
 	wait_rung(0);
-	CU_ASSERT_EQUAL(drain(0, wc, 8), 3);
-	for (i = 0; i < 3; i++)
-		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
+	drain_in_order(0, 100, 3);
 	teardown();
 }
 
@@ -3835,11 +3849,8 @@ static void test_defer_joined_no_deadline(void)
 static void test_defer_destroy_fails(void)
 {
 	struct ibv_wc wc[8];
-	int i;
 
-	defer_setup(10 * 1000 * 1000);
-	post_ids(0, 100, 4, 0);
-	CU_ASSERT_EQUAL(fk_unrung(0), 3);
+	defer_four();
 	sverbs_qp_destroy_pre(sqp[0]);
 	/* another thread's poll while the provider tries */
 	CU_ASSERT_EQUAL(poll_all(wc, 8), 0);
@@ -3847,9 +3858,7 @@ static void test_defer_destroy_fails(void)
 	post_ids(0, 104, 1, 0);
 	CU_ASSERT_EQUAL(poll_all(wc, 8), 0);
 	CU_ASSERT_EQUAL(fk_unrung(0), 0);
-	CU_ASSERT_EQUAL(drain(0, wc, 8), 5);
-	for (i = 0; i < 5; i++)
-		CU_ASSERT_EQUAL(wc[i].wr_id, 100 + (uint64_t)i);
+	drain_in_order(0, 100, 5);
 	teardown();
 }
 
@@ -3863,9 +3872,7 @@ static void test_defer_modify(void)
 	struct ibv_wc wc[8];
 	int i;
 
-	defer_setup(10 * 1000 * 1000);
-	post_ids(0, 100, 4, 0);
-	CU_ASSERT_EQUAL(fk_unrung(0), 3);
+	defer_four();
 	sverbs_qp_modify_pre(sqp[0], &attr, IBV_QP_STATE);
 	CU_ASSERT_EQUAL(fk_unrung(0), 0);
 	CU_ASSERT_EQUAL(fk->rings, 1);
@@ -3891,9 +3898,7 @@ static void test_defer_then_prio(void)
 	struct ibv_wc wc[16];
 	int i;
 
-	defer_setup(10 * 1000 * 1000);
-	post_ids(0, 100, 4, 0);
-	CU_ASSERT_EQUAL(fk_unrung(0), 3);
+	defer_four();
 	post_ids(0, 104, 1, SVERBS_PRIO(2));
 	CU_ASSERT_EQUAL(atomic_load(&sqp[0]->fast.pt), SVERBS_PT_OFF);
 	CU_ASSERT_EQUAL(fk->rings, 1);
