@@ -1074,8 +1074,7 @@ int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only)
 		/* before the arm: a QP that leaves after it sees the flag */
 		atomic_store(&scq->sol_armed, solicited_only != 0);
 		ret = scq->ad->req_notify_cq(scq->cq, solicited_only);
-		/* one left meanwhile, maybe before the flag: every completion
-		 */
+		/* a QP left meanwhile: every completion */
 		if (ret || !solicited_only || !sv_cq_nlayered(scq))
 			return ret;
 		atomic_store(&scq->sol_armed, false);

@@ -1538,15 +1538,6 @@ static void test_arm_solicited(void)
 }
 
 /*
- * A CQ armed solicited-only while every QP on it was in pass-through, then
- * a QP leaves it (an RPC server: it arms, polls, posts its replies, the
- * first with a priority, and sleeps): the leave keeps one WQE in flight
- * and queues the rest behind its completion, which is unsolicited.  The
- * CQ must be armed for every completion from then on, or the sleeper never
- * wakes and the queued WRs never go.  An arm for every completion, or none,
- * is left as it was.
- */
-/*
  * pt_setup(16), an arm (solicited_only), then three signaled SENDs at
  * level 3, which take QP 0 out of pass-through; returns the arms made
  * since the one here.
@@ -1567,6 +1558,15 @@ static int arm_then_leave(int solicited_only)
 	return fk->notify_calls - calls;
 }
 
+/*
+ * A CQ armed solicited-only while every QP on it was in pass-through, then
+ * a QP leaves it (an RPC server: it arms, polls, posts its replies, the
+ * first with a priority, and sleeps): the leave keeps one WQE in flight
+ * and queues the rest behind its completion, which is unsolicited.  The
+ * CQ must be armed for every completion from then on, or the sleeper never
+ * wakes and the queued WRs never go.  An arm for every completion, or none,
+ * is left as it was.
+ */
 static void test_arm_solicited_then_leave(void)
 {
 	CU_ASSERT_EQUAL(arm_then_leave(1), 1);
