@@ -832,11 +832,11 @@ static void pump_waiting(struct sverbs_cq *scq, enum sv_pump_why why)
 {
 	struct sverbs_qp *sqp, *next;
 
+	if (!atomic_load(&scq->hr_waiters) && !atomic_load(&scq->held_qps))
+		return;
 	/* a give after this wakes the next walk: sv_cq_kick() */
 	if (atomic_load_explicit(&scq->hr_kick, memory_order_relaxed))
 		atomic_store(&scq->hr_kick, false);
-	if (!atomic_load(&scq->hr_waiters) && !atomic_load(&scq->held_qps))
-		return;
 	pthread_spin_lock(&scq->wait_lock);
 	sqp = scq->waiting;
 	scq->waiting = NULL;
