@@ -308,7 +308,8 @@ def plot(path, cs):
     ax.set_xscale("log")
     ax.grid(axis="x", which="both", color="0.9")
     ax.set_xlabel("figure / threshold (log scale): '>=' criteria pass right of 1, '<=' left of it")
-    ax.set_title("Issue 18: figure / threshold (green met, red not; blue bar: 95 % interval)")
+    fig.suptitle("Issue 18: each figure / its threshold (green: met, red: not; "
+                 "blue bar: the median's 95 % interval)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
