@@ -512,20 +512,45 @@ static void hr_set_limit(struct sverbs_cq *scq)
 	atomic_store(&scq->hr_limit, scq->hr_total - scq->nqp);
 }
 
+/* cq_headroom more CQEs, if the provider can (CQ lock held) */
+static bool hr_grow(struct sverbs_cq *scq)
+{
+	if (!scq->ad->resize_cq || sv_cq_lockless(scq) ||
+	    scq->ad->resize_cq(scq->cq, (int)(scq->app_cqe + scq->hr_total +
+					      scq->cfg.cq_headroom)))
+		return false;
+	scq->hr_total += scq->cfg.cq_headroom;
+	hr_set_limit(scq);
+	return true;
+}
+
+/*
+ * A registering QP's reserved CQE comes out of the shared units (CQ lock
+ * held): one is taken, which keeps hr_used within the limit, the limit is
+ * lowered by it, and it is given back.  Lowering the limit below what posts
+ * have taken would let the layer's CQEs overrun the CQ by that reserved
+ * one.  False: every shared unit is in use.
+ */
+static bool hr_fund_reserved(struct sverbs_cq *scq)
+{
+	if (!sv_hr_take(scq))
+		return false;
+	atomic_fetch_sub(&scq->hr_limit, 1);
+	atomic_fetch_sub(&scq->hr_used, 1);
+	return true;
+}
+
 /*
  * A QP that leaves pass-through (or starts out of it) joins the table and
  * the headroom accounting (CQ lock held).  Returns 0; EAGAIN when the CQ
- * has no headroom for one more QP and cannot grow (the QP stays stock); or
- * ENOMEM.  A QP in pass-through is not here: it costs the CQ nothing, no
- * resize, and no work in poll_cq or req_notify_cq.
+ * has no headroom for one more QP, or none free now, and cannot grow (the
+ * QP stays stock); or ENOMEM.  A QP in pass-through is not here: it costs
+ * the CQ nothing, no resize, and no work in poll_cq or req_notify_cq.
  */
 int sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
-	if (scq->nqp && scq->ad->resize_cq && !sv_cq_lockless(scq) &&
-	    scq->nqp >= scq->hr_total / scq->cfg.cq_headroom &&
-	    !scq->ad->resize_cq(scq->cq, (int)(scq->app_cqe + scq->hr_total +
-					       scq->cfg.cq_headroom)))
-		scq->hr_total += scq->cfg.cq_headroom;
+	if (scq->nqp && scq->nqp >= scq->hr_total / scq->cfg.cq_headroom)
+		hr_grow(scq);
 	/* every QP's reserved CQE plus at least one shared unit */
 	if (scq->hr_total < scq->nqp + 2) {
 		sv_log(scq->ad, scq->cq->context, SVERBS_LOG_WARN,
@@ -538,6 +563,15 @@ int sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 	if (ring_reserve(scq, (uint32_t)scq->cq->cqe + scq->wr_capacity +
 				      sqp->cap + SV_RING_SLACK))
 		return ENOMEM;
+	/* (after destroys, the CQ may hold more than its QPs asked for) */
+	if (!hr_fund_reserved(scq) &&
+	    !(hr_grow(scq) && hr_fund_reserved(scq))) {
+		sv_log(scq->ad, scq->cq->context, SVERBS_LOG_WARN,
+		       "sverbs: no CQ headroom free and the CQ cannot grow: "
+		       "QP %u stays stock",
+		       sqp->qp_num);
+		return EAGAIN;
+	}
 	tab_put(scq->tab, scq->tab_mask, sqp);
 	/* a predecessor's stale CQEs are below its wr_ids (translate()) */
 	sqp->seq_base = stale_del(scq, sqp->qp_num);
@@ -545,7 +579,6 @@ int sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 	sqp->registered = true;
 	scq->nqp++;
 	scq->wr_capacity += sqp->cap;
-	hr_set_limit(scq);
 	return 0;
 }
 

@@ -1451,6 +1451,80 @@ static void test_headroom_back_on_refusal(void)
 }
 
 /*
+ * A QP registers on a CQ that cannot grow while another QP's WQEs hold every
+ * shared unit: its reserved CQE would come out of units in use (the limit
+ * falls below what is taken), and the layer's CQEs could overrun the CQ by
+ * it when the application's share is full.  It must stay stock instead, and
+ * the limit must never be below what is in use.  Red: QP 1 registered, the
+ * limit 2 under 3 in use.
+ */
+static void test_headroom_register_when_full(void)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	cfg_default();
+	cfg.cq_headroom = 4;
+	cfg.window_slices = 8;
+	setup(64);
+	fk->resize_fails = true;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
+	/* QP 0's sliced WRITE takes the 3 shared units */
+	CU_ASSERT_EQUAL(
+		post(sqp[0], 100, IBV_WR_RDMA_WRITE, 6 * SL, IBV_SEND_SIGNALED),
+		0);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 3);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_limit), 3);
+	CU_ASSERT_PTR_NULL(mkqp(1, 16, false));
+	CU_ASSERT(atomic_load(&scq->hr_used) <= atomic_load(&scq->hr_limit));
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_limit), 3);
+	/* QP 0's WRITE completes once; then a QP registers as usual */
+	n = drain(0, wc, 16);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 100 &&
+		  wc[0].status == IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 0);
+	CU_ASSERT_PTR_NOT_NULL(mkqp(2, 16, false));
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_limit), 2);
+	CU_ASSERT_FALSE(fk->cq_overflow);
+	teardown();
+}
+
+/*
+ * The same on a CQ that can grow but need not have (it grew for QPs since
+ * destroyed): the QP grows it and registers.  Red: it stayed stock.
+ */
+static void test_headroom_register_grows(void)
+{
+	struct ibv_wc wc[16];
+	int q;
+
+	cfg_default();
+	cfg.cq_headroom = 4;
+	cfg.window_slices = 16;
+	setup(64);
+	for (q = 0; q < 3; q++)
+		CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(q, 16, false));
+	for (q = 1; q < 3; q++) {
+		sverbs_qp_destroy_pre(sqp[q]);
+		sverbs_qp_destroy_post(sqp[q], 0);
+		sqp[q] = NULL;
+	}
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_limit), 11);
+	/* QP 0's sliced WRITE takes the 11 shared units */
+	CU_ASSERT_EQUAL(post(sqp[0], 100, IBV_WR_RDMA_WRITE, 14 * SL,
+			     IBV_SEND_SIGNALED),
+			0);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 11);
+	CU_ASSERT_PTR_NOT_NULL(mkqp(1, 16, false));
+	CU_ASSERT(atomic_load(&scq->hr_used) <= atomic_load(&scq->hr_limit));
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_limit), 14);
+	CU_ASSERT_EQUAL(fk_cq()->cqe, 64 + 16);
+	CU_ASSERT(drain(0, wc, 16) == 1 && wc[0].wr_id == 100);
+	CU_ASSERT_FALSE(fk->cq_overflow);
+	teardown();
+}
+
+/*
  * Headroom that a destroy or a RESET of another QP gives back reaches the
  * QPs that wait for it, with no poll: an application that armed the CQ and
  * sleeps would otherwise wait for an event that no WQE of the waiter can
@@ -4828,6 +4902,10 @@ int main(void)
 		{ "headroom given back before the wait", test_headroom_gap },
 		{ "headroom a refused chain gives back reaches its waiter",
 		  test_headroom_back_on_refusal },
+		{ "headroom: a QP registering when none is free stays stock",
+		  test_headroom_register_when_full },
+		{ "headroom: a QP registering when none is free grows the CQ",
+		  test_headroom_register_grows },
 		{ "headroom freed by a destroy",
 		  test_headroom_freed_by_destroy },
 		{ "headroom freed by a RESET", test_headroom_freed_by_reset },
