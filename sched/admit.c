@@ -343,11 +343,12 @@ static bool post_passthrough(struct sverbs_qp *sqp, struct ibv_send_wr *wr,
 	}
 	err = sv_qp_leave_prepare(sqp);
 	/*
-	 * A QP that stays stock; a watched one whose queue found no memory
-	 * posts stock (it asked for nothing), a priority fails as stock's
-	 * post does without room.
+	 * A QP that stays stock (for now, EBUSY); a watched one whose queue
+	 * found no memory posts stock (it asked for nothing), a priority
+	 * fails as stock's post does without room.
 	 */
-	if (err == EAGAIN || (err && !(found & SVERBS_SCAN_PRIO))) {
+	if (err == EAGAIN || err == EBUSY ||
+	    (err && !(found & SVERBS_SCAN_PRIO))) {
 		*ret = post_stock(sqp, wr, bad_wr, found, timed);
 		return true;
 	}

@@ -28,6 +28,7 @@
  * headroom.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,20 +62,60 @@ void sv_log(const struct sverbs_adapter *ad, struct ibv_context *ctx,
  */
 
 /*
- * The extended CQ this thread polls (between start_poll and end_poll, the
- * CQ lock held): a post, an arm, a QP's create, reset or destroy from
- * inside that loop (stock rxe allows each; stock mlx5 the first three) must
- * not take the lock again.
+ * The extended CQs this thread polls (each between start_poll and end_poll,
+ * its CQ lock held), innermost first, chained through ex_outer: a post, an
+ * arm, a QP's create, reset or destroy from inside such a loop (stock rxe
+ * allows each; stock mlx5 the first three) must not take the lock again.
  */
 static __thread struct sverbs_cq *ex_polling;
+
+static bool ex_polled_here(const struct sverbs_cq *scq)
+{
+	const struct sverbs_cq *p;
+
+	for (p = ex_polling; p; p = p->ex_outer)
+		if (p == scq)
+			return true;
+	return false;
+}
 
 /* The CQ lock; false: this thread holds it already (its extended poll). */
 bool sv_cq_lock(struct sverbs_cq *scq)
 {
-	if (ex_polling == scq)
+	if (ex_polling && ex_polled_here(scq))
 		return false;
 	pthread_spin_lock(&scq->lock);
 	return true;
+}
+
+/*
+ * The CQ lock, unless this thread is inside another CQ's extended poll
+ * loop and another thread holds this one across its own (EBUSY): each
+ * waiting for the other's lock would never end.  0: locked (*taken) or
+ * this thread's already (!*taken).
+ */
+static int cq_lock_nowait(struct sverbs_cq *scq, bool *taken)
+{
+	*taken = false;
+	if (!ex_polling) {
+		pthread_spin_lock(&scq->lock);
+		*taken = true;
+		return 0;
+	}
+	if (ex_polled_here(scq))
+		return 0;
+	while (pthread_spin_trylock(&scq->lock)) {
+		if (atomic_load(&scq->ex_held))
+			return EBUSY;
+		sched_yield();
+	}
+	*taken = true;
+	return 0;
+}
+
+int sv_cq_lock_nowait(struct sverbs_cq *scq, bool *taken)
+{
+	return cq_lock_nowait(scq, taken);
 }
 
 /* taken: what sv_cq_lock() returned */
@@ -904,19 +945,50 @@ void sv_cq_headroom_back(struct sverbs_cq *scq)
 }
 
 /*
+ * pump_waiting() for an arm or a kick (no CQ lock held by the caller,
+ * unless through its extended poll).  Inside another CQ's extended poll
+ * loop, the CQ's lock may be held by a thread inside its own loop, which
+ * may be arming this thread's CQ: the pump is left to that loop's end_poll
+ * (pump_asked) rather than waited for.
+ */
+static void pump_waiting_asking(struct sverbs_cq *scq, enum sv_pump_why why)
+{
+	bool taken;
+
+	while (cq_lock_nowait(scq, &taken)) {
+		atomic_fetch_or(&scq->pump_asked, 1u << why);
+		/* after the ask: its end_poll clears ex_held, then reads it */
+		if (atomic_load(&scq->ex_held))
+			return;
+	}
+	pump_waiting(scq, why);
+	sv_cq_unlock(scq, taken);
+}
+
+/* end_poll (the CQ lock held): what arms and kicks left to it */
+static void serve_asked(struct sverbs_cq *scq)
+{
+	unsigned int asked;
+
+	atomic_store(&scq->ex_held, false);
+	if (!atomic_load(&scq->pump_asked))
+		return;
+	asked = atomic_exchange(&scq->pump_asked, 0);
+	if (asked)
+		pump_waiting(scq, asked & (1u << SV_PUMP_ARM) ? SV_PUMP_ARM
+							      : SV_PUMP_FLUSH);
+}
+
+/*
  * After a post or the timer's pump (no QP lock held): headroom given back
  * outside a poll while QPs waited for it reaches them now (hr_kick).
  */
 void sv_cq_kick(struct sverbs_cq *scq)
 {
-	bool taken;
-
 	if (!atomic_load_explicit(&scq->hr_kick, memory_order_relaxed) ||
 	    !atomic_exchange(&scq->hr_kick, false))
 		return;
-	taken = sv_cq_lock(scq);
-	pump_waiting(scq, SV_PUMP_FLUSH);
-	sv_cq_unlock(scq, taken);
+	pump_waiting_asking(scq, SV_PUMP_FLUSH);
 }
 
 static void finish_round(struct sverbs_cq *scq, struct sv_touched *t)
@@ -1097,8 +1169,6 @@ int sverbs_poll_fixup(struct sverbs_cq *scq, struct ibv_wc *wc, int n)
 
 int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only)
 {
-	bool locked;
-
 	/* a sleeper's WQEs must not wait for the budget's timer */
 	sv_cq_ring_deferred(scq);
 	if (cq_fast(scq)) {
@@ -1114,10 +1184,7 @@ int sverbs_req_notify_cq(struct sverbs_cq *scq, int solicited_only)
 		return scq->ad->req_notify_cq(scq->cq, 0);
 	}
 	atomic_store(&scq->sol_armed, false);
-	/* false: inside this thread's extended poll, the CQ lock is its own */
-	locked = sv_cq_lock(scq);
-	pump_waiting(scq, SV_PUMP_ARM);
-	sv_cq_unlock(scq, locked);
+	pump_waiting_asking(scq, SV_PUMP_ARM);
 	/*
 	 * Armed for every completion: the layer's own WQEs complete
 	 * unsolicited, and a queued WR may wait for one of them; a sleeper
@@ -1158,11 +1225,14 @@ static int sv_start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr)
 	sv_cq_ring_deferred(scq);
 	pthread_spin_lock(&scq->lock);
 	ret = ex_next(scq);
-	if (ret)
+	if (ret) {
 		pthread_spin_unlock(&scq->lock);
-	else
-		ex_polling = scq;
-	return ret;
+		return ret;
+	}
+	atomic_store(&scq->ex_held, true);
+	scq->ex_outer = ex_polling;
+	ex_polling = scq;
+	return 0;
 }
 
 static int sv_next_poll(struct ibv_cq_ex *cq)
@@ -1172,8 +1242,16 @@ static int sv_next_poll(struct ibv_cq_ex *cq)
 
 static void sv_end_poll(struct ibv_cq_ex *cq)
 {
-	ex_polling = NULL;
-	pthread_spin_unlock(&ex_scq(cq)->lock);
+	struct sverbs_cq *scq = ex_scq(cq), **p;
+
+	/* out of this thread's chain (the loops may end in any order) */
+	for (p = &ex_polling; *p; p = &(*p)->ex_outer)
+		if (*p == scq) {
+			*p = scq->ex_outer;
+			break;
+		}
+	serve_asked(scq);
+	pthread_spin_unlock(&scq->lock);
 }
 
 #define SV_EX_GETTER(name, type, field)                  \

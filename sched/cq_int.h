@@ -129,6 +129,17 @@ struct sverbs_cq {
 
 	/* extended CQ */
 	struct ibv_cq_ex *cq_ex;
+	/*
+	 * A thread's extended poll holds the lock from start_poll to
+	 * end_poll, across the application's loop (ex_held); the thread's
+	 * poll of another CQ it was nested in (ex_outer, that thread's
+	 * only).  pump_asked: bits of enum sv_pump_why, a pump of the waiting
+	 * QPs that an arm or a kick from inside another CQ's loop could not
+	 * wait for the lock to do; the loop's end_poll does it.
+	 */
+	atomic_bool ex_held;
+	struct sverbs_cq *ex_outer;
+	atomic_uint pump_asked;
 	struct sv_ex_ops raw;
 	uint64_t raw_flags; /* wc_flags the provider's CQ was created with */
 	struct ibv_wc cur;  /* the completion the getters describe */

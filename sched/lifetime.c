@@ -124,7 +124,9 @@ static int queue_setup(struct sverbs_qp *sqp)
  * ENOMEM (the post fails as stock's does without room; the QP stays in
  * pass-through and may try again); EAGAIN: the CQ has no headroom for one
  * more QP, so this one stays in pass-through for good (fast.stock), as a QP
- * the layer does not manage.
+ * the layer does not manage; EBUSY: a post from inside another CQ's
+ * extended poll loop, while a thread's loop holds this CQ's lock (the QP
+ * stays in pass-through for now: waiting could deadlock, cq.c).
  */
 int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 {
@@ -134,7 +136,8 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 	/* what the QP deferred goes before the queue's first WR (watch.c) */
 	sv_watch_ring(sqp, SV_RING_STATE);
 	/* (a post from an extended-CQ poll loop holds the CQ lock) */
-	locked = sv_cq_lock(sqp->scq);
+	if (sv_cq_lock_nowait(sqp->scq, &locked))
+		return EBUSY;
 
 	pthread_spin_lock(&sqp->lock);
 	if (atomic_load(&sqp->fast.stock))

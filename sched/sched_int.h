@@ -43,6 +43,11 @@ void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp);
 void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp);
 void sv_cq_drain(struct sverbs_cq *scq);
 bool sv_cq_lock(struct sverbs_cq *scq);
+/*
+ * The same, or EBUSY: this thread is inside another CQ's extended poll loop
+ * and another thread holds this CQ's lock across its own (cq.c).
+ */
+int sv_cq_lock_nowait(struct sverbs_cq *scq, bool *taken);
 void sv_cq_unlock(struct sverbs_cq *scq, bool taken);
 void sv_cq_layered(struct sverbs_cq *scq);
 void sv_cq_held(struct sverbs_cq *scq, struct sverbs_qp *sqp, bool held);

@@ -164,7 +164,8 @@ static void sv_wr_start(struct ibv_qp_ex *qpx)
 	pthread_spin_unlock(&sqp->lock);
 	sqp->build.head = sqp->build.tail = SV_NONE;
 	sqp->build_cur = SV_NONE;
-	sqp->build_err = err ? ENOMEM : 0;
+	/* EBUSY: inside another CQ's extended poll (sv_qp_leave_prepare()) */
+	sqp->build_err = err == EBUSY ? EBUSY : err ? ENOMEM : 0;
 }
 
 static int sv_wr_complete(struct ibv_qp_ex *qpx)

@@ -42,8 +42,33 @@ struct ibv_cq *fk_cq(void)
 	return ibv_cq_ex_to_cq(&fk->cqx);
 }
 
+struct ibv_cq *fk_cq_b(void)
+{
+	return ibv_cq_ex_to_cq(&fk->cqx_b);
+}
+
+void fk_qp_on_b(int i)
+{
+	fk->qp[i].send_cq = fk_cq_b();
+	fk->sq[i].on_b = true;
+}
+
+static void cq_push_b(const struct ibv_wc *wc)
+{
+	if (fk->cqb_n >= FK_CQ_B) {
+		fk->cq_overflow = true;
+		return;
+	}
+	fk->cqe_b[(fk->cqb_head + fk->cqb_n) % FK_CQ_B] = *wc;
+	fk->cqb_n++;
+}
+
 static void cq_push(const struct ibv_wc *wc)
 {
+	if (wc->qp_num - 0x100 < FK_QPS && fk->sq[wc->qp_num - 0x100].on_b) {
+		cq_push_b(wc);
+		return;
+	}
 	if (fk->cq_n >= fk_cq()->cqe || fk->cq_n >= FK_CQ) {
 		fk->cq_overflow = true;
 		return;
@@ -292,12 +317,21 @@ static int fk_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc)
 	void (*hook)(void) = fk->poll_hook;
 	int n = 0;
 
-	(void)cq;
 	if (hook) {
 		fk->poll_hook = NULL;
 		hook();
 	}
 	pthread_mutex_lock(&fk_lock);
+	if (cq == fk_cq_b()) {
+		while (n < ne && fk->cqb_n) {
+			wc[n++] = fk->cqe_b[fk->cqb_head];
+			fk->cqb_head = (fk->cqb_head + 1) % FK_CQ_B;
+			fk->cqb_n--;
+		}
+		atomic_fetch_add(&fk->cqb_consumed, (uint32_t)n);
+		pthread_mutex_unlock(&fk_lock);
+		return n;
+	}
 	while (n < ne && fk->cq_n) {
 		wc[n++] = fk->cqe[fk->cq_head];
 		fk->cq_head = (fk->cq_head + 1) % FK_CQ;
@@ -310,7 +344,8 @@ static int fk_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc)
 
 static uint32_t fk_cq_consumed(struct ibv_cq *cq)
 {
-	(void)cq;
+	if (cq == fk_cq_b())
+		return atomic_load(&fk->cqb_consumed);
 	return atomic_load(&fk->cq_consumed);
 }
 
@@ -434,6 +469,8 @@ void fk_init(int cq_cqe)
 	fk = calloc(1, sizeof(*fk));
 	fk->cqx.context = &fk->ctx;
 	fk->cqx.cqe = cq_cqe;
+	fk->cqx_b.context = &fk->ctx;
+	fk->cqx_b.cqe = cq_cqe;
 }
 
 void fk_fini(void)
@@ -558,13 +595,21 @@ void fk_wr_install(struct ibv_qp_ex *qx, int i)
 
 /* ------------------------------------------------------------ extended CQ */
 
+/* the completion the getters of an extended CQ describe */
+static struct ibv_wc *ex_cur(struct ibv_cq_ex *cq)
+{
+	return cq == &fk->cqx_b ? &fk->ex_cur_b : &fk->ex_cur;
+}
+
 static int ex_start(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr)
 {
+	struct ibv_wc *cur = ex_cur(cq);
+
 	(void)attr;
-	if (!fk_poll_cq(ibv_cq_ex_to_cq(cq), 1, &fk->ex_cur))
+	if (!fk_poll_cq(ibv_cq_ex_to_cq(cq), 1, cur))
 		return ENOENT;
-	cq->wr_id = fk->ex_cur.wr_id;
-	cq->status = fk->ex_cur.status;
+	cq->wr_id = cur->wr_id;
+	cq->status = cur->status;
 	return 0;
 }
 
@@ -580,49 +625,53 @@ static void ex_end(struct ibv_cq_ex *cq)
 
 static enum ibv_wc_opcode ex_opcode(struct ibv_cq_ex *cq)
 {
-	(void)cq;
-	return fk->ex_cur.opcode;
+	return ex_cur(cq)->opcode;
 }
 
 static uint32_t ex_vendor_err(struct ibv_cq_ex *cq)
 {
-	(void)cq;
-	return fk->ex_cur.vendor_err;
+	return ex_cur(cq)->vendor_err;
 }
 
 static uint32_t ex_byte_len(struct ibv_cq_ex *cq)
 {
-	(void)cq;
-	return fk->ex_cur.byte_len;
+	return ex_cur(cq)->byte_len;
 }
 
 static uint32_t ex_qp_num(struct ibv_cq_ex *cq)
 {
-	(void)cq;
-	return fk->ex_cur.qp_num;
+	return ex_cur(cq)->qp_num;
 }
 
 static unsigned int ex_wc_flags(struct ibv_cq_ex *cq)
 {
-	(void)cq;
-	return fk->ex_cur.wc_flags;
+	return ex_cur(cq)->wc_flags;
 }
 
 static __be32 ex_imm(struct ibv_cq_ex *cq)
 {
-	(void)cq;
-	return fk->ex_cur.imm_data;
+	return ex_cur(cq)->imm_data;
+}
+
+static void install_ex(struct ibv_cq_ex *cx)
+{
+	cx->start_poll = ex_start;
+	cx->next_poll = ex_next;
+	cx->end_poll = ex_end;
+	cx->read_opcode = ex_opcode;
+	cx->read_vendor_err = ex_vendor_err;
+	cx->read_byte_len = ex_byte_len;
+	cx->read_qp_num = ex_qp_num;
+	cx->read_wc_flags = ex_wc_flags;
+	cx->read_imm_data = ex_imm;
 }
 
 void fk_install_ex(void)
 {
-	fk->cqx.start_poll = ex_start;
-	fk->cqx.next_poll = ex_next;
-	fk->cqx.end_poll = ex_end;
-	fk->cqx.read_opcode = ex_opcode;
-	fk->cqx.read_vendor_err = ex_vendor_err;
-	fk->cqx.read_byte_len = ex_byte_len;
-	fk->cqx.read_qp_num = ex_qp_num;
-	fk->cqx.read_wc_flags = ex_wc_flags;
-	fk->cqx.read_imm_data = ex_imm;
+	install_ex(&fk->cqx);
+}
+
+void fk_install_ex_b(void)
+{
+	install_ex(&fk->cqx_b);
 }

@@ -20,6 +20,7 @@
 #define FK_QPS	40
 #define FK_HIST 8192
 #define FK_CQ	8192
+#define FK_CQ_B 256
 #define FK_SGE	8
 #define FK_INL	256
 /* the fake provider's no-op (adapter nop_wr): an opcode of its own */
@@ -45,6 +46,7 @@ struct fk_sq {
 	bool sig_all;
 	/* an ibv_wr_* batch is open: it holds the send queue (mlx5's lock) */
 	bool batch_open;
+	bool on_b;	    /* its CQEs go to the second CQ (fk_qp_on_b()) */
 	uint64_t out_bytes; /* bytes of WQEs posted, not completed */
 	uint64_t max_out_bytes;
 	int max_out;
@@ -62,6 +64,17 @@ struct fk {
 	int cq_max_n;
 	bool cq_overflow;
 	struct ibv_wc ex_cur;
+	/*
+	 * A second CQ, B (fk_cq_b()): the CQEs of the QPs fk_qp_on_b() moved
+	 * there; polled, resized and armed as the first, never overflowed
+	 * (tests of two CQs polled one inside the other's loop).
+	 */
+	struct ibv_cq_ex cqx_b;
+	struct ibv_wc cqe_b[FK_CQ_B];
+	int cqb_head;
+	int cqb_n;
+	_Atomic uint32_t cqb_consumed;
+	struct ibv_wc ex_cur_b;
 	int doorbells;
 	int rings;     /* the adapter's ring: doorbells without a post */
 	int ring_busy; /* rings that found the send queue held: EBUSY */
@@ -103,6 +116,9 @@ extern const struct sverbs_adapter fk_adapter_defer;
 void fk_init(int cq_cqe);
 void fk_fini(void);
 struct ibv_cq *fk_cq(void);
+/* the second CQ, and QP i's CQEs moved to it (after fk_qp()) */
+struct ibv_cq *fk_cq_b(void);
+void fk_qp_on_b(int i);
 struct ibv_qp *fk_qp(int i, enum ibv_qp_type type, int depth, bool sig_all);
 int fk_qp_index(const struct ibv_qp *qp);
 /* Complete the next n WQEs of QP i (n < 0: all) with status (success, or
@@ -125,5 +141,7 @@ int fk_outstanding(int i);
 struct fk_wqe *fk_wqe(int i, int k);
 /* Install fake extended-CQ ops in fk->cqx reading the fake CQ. */
 void fk_install_ex(void);
+/* ... and in fk->cqx_b, reading the second CQ. */
+void fk_install_ex_b(void);
 
 #endif /* SV_TEST_FAKE_H */

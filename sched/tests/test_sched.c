@@ -1895,6 +1895,248 @@ static void test_ex_cq_lifetime_inside(void)
 	teardown();
 }
 
+/*
+ * Two extended CQs: A (scq, fk->cqx) and B (scq_b, fk->cqx_b), each with
+ * one QP of the queue path (QP 0 on A, QP 1 on B) and a receive CQE, so
+ * that start_poll on either holds its lock.
+ */
+static struct sverbs_cq *scq_b;
+
+/* QP i, send CQ B */
+static struct sverbs_qp *mkqp_b(int i)
+{
+	struct ibv_qp_init_attr_ex a = {};
+	struct ibv_qp *qp = fk_qp(i, IBV_QPT_RC, 32, false);
+
+	fk_qp_on_b(i);
+	a.cap.max_send_wr = 32;
+	a.cap.max_send_sge = 4;
+	a.cap.max_inline_data = 64;
+	a.qp_type = IBV_QPT_RC;
+	a.send_cq = fk_cq_b();
+	sqp[i] = sverbs_qp_create(test_ad, qp, scq_b, &a, &cfg);
+	return sqp[i];
+}
+
+static void two_ex_cqs(uint32_t budget_us)
+{
+	cfg_default();
+	cfg.batch_budget_us = budget_us;
+	setup(64);
+	fk_install_ex();
+	fk_install_ex_b();
+	scq_b = sverbs_cq_create(test_ad, fk_cq_b(), &cfg);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(scq_b);
+	CU_ASSERT_TRUE_FATAL(
+		sverbs_cq_install_ex_ops(scq, &fk->cqx, IBV_WC_STANDARD_FLAGS));
+	CU_ASSERT_TRUE_FATAL(sverbs_cq_install_ex_ops(scq_b, &fk->cqx_b,
+						      IBV_WC_STANDARD_FLAGS));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 32, false));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp_b(1));
+	fk_recv_cqe(0, 500, IBV_WC_SUCCESS);
+	fk_recv_cqe(1, 501, IBV_WC_SUCCESS);
+}
+
+static void two_ex_cqs_done(void)
+{
+	int i;
+
+	/* B's QPs before B */
+	for (i = 0; i < FK_QPS; i++) {
+		if (!sqp[i] || !fk->sq[i].on_b)
+			continue;
+		sverbs_qp_destroy_pre(sqp[i]);
+		sverbs_qp_destroy_post(sqp[i], 0);
+		sqp[i] = NULL;
+	}
+	sverbs_cq_destroy(scq_b);
+	scq_b = NULL;
+	teardown();
+}
+
+/*
+ * B's extended poll nested in A's: after B's end_poll, A's loop is still
+ * this thread's, and an arm of A inside it must not wait for A's lock.
+ * Red: end_poll on B forgot A (the arm spun on A's lock; alarm() ends it).
+ */
+static void test_ex_cq_nested(void)
+{
+	struct ibv_poll_cq_attr pa = {};
+	struct ibv_cq_ex *ca, *cb;
+
+	two_ex_cqs(0);
+	ca = &fk->cqx;
+	cb = &fk->cqx_b;
+	alarm(20);
+	CU_ASSERT_EQUAL_FATAL(ca->start_poll(ca, &pa), 0);
+	CU_ASSERT_EQUAL(ca->wr_id, 500);
+	CU_ASSERT_EQUAL_FATAL(cb->start_poll(cb, &pa), 0);
+	CU_ASSERT_EQUAL(cb->wr_id, 501);
+	CU_ASSERT_EQUAL(cb->next_poll(cb), ENOENT);
+	cb->end_poll(cb);
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(scq, 0), 0);
+	CU_ASSERT_EQUAL(ca->next_poll(ca), ENOENT);
+	ca->end_poll(ca);
+	alarm(0);
+	two_ex_cqs_done();
+}
+
+/*
+ * Two threads, each inside one CQ's extended poll loop, post WRs to a QP of
+ * the other's CQ and arm that CQ (stock takes no CQ lock for either):
+ * neither may wait for the lock the other holds across its loop.  The WRs
+ * are held for a bigger batch (a WR of the QP is in flight), and an arm
+ * sends them: the arm that could not take the lock leaves that to the
+ * loop's end_poll.  Red: each arm spun on the other's lock (alarm() ends
+ * the test); without the end_poll's pump, the WRs stayed held.
+ */
+static _Atomic int cross_in[2], cross_armed[2];
+
+static void cross_wait(_Atomic int *flag)
+{
+	while (!atomic_load(flag))
+		sched_yield();
+}
+
+static void post_held(int q)
+{
+	int i;
+
+	for (i = 1; i < 4; i++)
+		CU_ASSERT_EQUAL(post(sqp[q], 100 + (uint64_t)i,
+				     IBV_WR_RDMA_WRITE, 64,
+				     IBV_SEND_SIGNALED | SVERBS_PRIO(7)),
+				0);
+}
+
+/* me: 0 polls A and posts to QP 1 on B; 1 polls B, posts to QP 0 on A */
+static void cross_poll(int me)
+{
+	struct ibv_cq_ex *mine = me ? &fk->cqx_b : &fk->cqx;
+	struct ibv_poll_cq_attr pa = {};
+	int other = !me;
+
+	CU_ASSERT_EQUAL(mine->start_poll(mine, &pa), 0);
+	/* the loop's last next_poll (it would pump the other's WRs) */
+	CU_ASSERT_EQUAL(mine->next_poll(mine), ENOENT);
+	atomic_store(&cross_in[me], 1);
+	cross_wait(&cross_in[other]);
+	post_held(other);
+	CU_ASSERT_EQUAL(fk->sq[other].posted, 1);
+	CU_ASSERT_EQUAL(sverbs_req_notify_cq(me ? scq : scq_b, 0), 0);
+	atomic_store(&cross_armed[me], 1);
+	cross_wait(&cross_armed[other]);
+	mine->end_poll(mine);
+}
+
+static void *cross_thread(void *arg)
+{
+	(void)arg;
+	cross_poll(1);
+	return NULL;
+}
+
+/*
+ * The same two loops, each posting the first WR with a priority to a QP in
+ * pass-through on the other's CQ (QP 2 on A, QP 3 on B): leaving
+ * pass-through takes the CQ's lock.  It must not wait for it there: the WR
+ * goes as stock's would (the QP leaves at a later post).  Red: each post
+ * spun on the other's lock.
+ */
+static void cross_leave(int me)
+{
+	struct ibv_cq_ex *mine = me ? &fk->cqx_b : &fk->cqx;
+	struct ibv_poll_cq_attr pa = {};
+	int other = !me;
+
+	CU_ASSERT_EQUAL(mine->start_poll(mine, &pa), 0);
+	CU_ASSERT_EQUAL(mine->next_poll(mine), ENOENT);
+	atomic_store(&cross_in[me], 1);
+	cross_wait(&cross_in[other]);
+	CU_ASSERT_EQUAL(post(sqp[other + 2], 200, IBV_WR_SEND, 8,
+			     IBV_SEND_SIGNALED | SVERBS_PRIO(3)),
+			0);
+	CU_ASSERT_EQUAL(fk->sq[other + 2].posted, 1);
+	atomic_store(&cross_armed[me], 1);
+	cross_wait(&cross_armed[other]);
+	mine->end_poll(mine);
+}
+
+static void *cross_leave_thread(void *arg)
+{
+	(void)arg;
+	cross_leave(1);
+	return NULL;
+}
+
+static void test_ex_cq_cross_leave(void)
+{
+	struct ibv_wc wc[4];
+	pthread_t t;
+	int q;
+
+	two_ex_cqs(0);
+	cfg.passthrough = true;
+	cfg.slice_always = false;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(2, 32, false));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp_b(3));
+	CU_ASSERT_TRUE_FATAL(atomic_load(&sqp[2]->fast.pt) &&
+			     atomic_load(&sqp[3]->fast.pt));
+	memset(cross_in, 0, sizeof(cross_in));
+	memset(cross_armed, 0, sizeof(cross_armed));
+	alarm(20);
+	CU_ASSERT_EQUAL_FATAL(
+		pthread_create(&t, NULL, cross_leave_thread, NULL), 0);
+	cross_leave(0);
+	pthread_join(t, NULL);
+	alarm(0);
+	/*
+	 * each WR completes once, with its own wr_id, on its QP's CQ (its
+	 * priority bits went to the provider, which strips them, as for a QP
+	 * that stays stock)
+	 */
+	for (q = 2; q < 4; q++) {
+		fk_complete(q, -1);
+		CU_ASSERT_EQUAL(sverbs_poll_cq(q == 2 ? scq : scq_b, 4, wc), 1);
+		CU_ASSERT(wc[0].wr_id == 200 && wc[0].qp_num == 0x100u + q &&
+			  wc[0].status == IBV_WC_SUCCESS);
+	}
+	/* outside the loops, the next one leaves pass-through */
+	CU_ASSERT_EQUAL(post(sqp[2], 201, IBV_WR_SEND, 8,
+			     IBV_SEND_SIGNALED | SVERBS_PRIO(3)),
+			0);
+	CU_ASSERT_FALSE(atomic_load(&sqp[2]->fast.pt));
+	fk_complete(2, -1);
+	CU_ASSERT_EQUAL(sverbs_poll_cq(scq, 4, wc), 1);
+	CU_ASSERT_EQUAL(wc[0].wr_id, 201);
+	two_ex_cqs_done();
+}
+
+static void test_ex_cq_cross_arm(void)
+{
+	pthread_t t;
+	int q;
+
+	two_ex_cqs(10 * 1000 * 1000);
+	/* each QP's first WR goes at once (the QP is idle) */
+	for (q = 0; q < 2; q++)
+		CU_ASSERT_EQUAL(post(sqp[q], 100, IBV_WR_RDMA_WRITE, 64,
+				     IBV_SEND_SIGNALED | SVERBS_PRIO(7)),
+				0);
+	CU_ASSERT(fk->sq[0].posted == 1 && fk->sq[1].posted == 1);
+	memset(cross_in, 0, sizeof(cross_in));
+	memset(cross_armed, 0, sizeof(cross_armed));
+	alarm(20);
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, cross_thread, NULL), 0);
+	cross_poll(0);
+	pthread_join(t, NULL);
+	alarm(0);
+	/* each arm sent its CQ's held WRs, by itself or by the loop's end */
+	CU_ASSERT_EQUAL(fk->sq[0].posted, 4);
+	CU_ASSERT_EQUAL(fk->sq[1].posted, 4);
+	two_ex_cqs_done();
+}
+
 static void test_wr_batch_poll_inside(void)
 {
 	struct ibv_qp_ex *qx = &fake_qpx;
@@ -4918,6 +5160,12 @@ int main(void)
 		  test_ex_cq_arm_inside },
 		{ "extended CQ: QP create, reset, destroy inside the poll loop",
 		  test_ex_cq_lifetime_inside },
+		{ "extended CQ: an arm inside a loop another CQ's nested in",
+		  test_ex_cq_nested },
+		{ "extended CQ: two threads' loops arm each other's CQ",
+		  test_ex_cq_cross_arm },
+		{ "extended CQ: two threads' loops post to each other's QPs",
+		  test_ex_cq_cross_leave },
 		{ "wr_* API", test_wr_api },
 		{ "wr_* batch: poll and arm inside it",
 		  test_wr_batch_poll_inside },
