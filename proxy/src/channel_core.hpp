@@ -54,15 +54,15 @@ class ChannelCore {
     }
 
     // Deliver a data frame to `deliver(hold)`; its credit is returned now unless the
-    // receiver asked to hold it (Channel::hold_credit), then on release().
+    // receiver asked to hold it (Channel::hold_credit), then on release().  The frame counts
+    // as held while the receiver looks at it: a release it makes in there (its work failed
+    // at once) finds the credit, instead of being lost before the hold is counted.
     template <class Fn>
     void deliver(Fn&& fn) {
         bool hold = false;
+        ret.hold(1);
         fn(hold);
-        if (hold)
-            ret.hold(1);
-        else
-            ret.consumed(1);
+        if (!hold) ret.release(1);
     }
 
     // Fill the credit field of an outgoing header; spends a send credit for data frames.

@@ -88,6 +88,40 @@ void test_two_sides_conserve() {
     CU_ASSERT_EQUAL(delivered, 400u);
 }
 
+// A frame the receiver holds (the egress: until its requests are answered) and releases
+// while it still looks at it -- every request of it failed at once (socket() EMFILE: 502).
+// Its credit must come back: before, the release found nothing held yet, the hold was
+// counted after it, and the credit was lost for good (the channel's window shrank by one
+// per such frame, then every request was answered 504).
+void test_hold_released_inside_delivery() {
+    ChannelCore b;
+    b.reset(4);
+    Hello peer;
+    peer.credits = 4;
+    b.on_peer_hello(peer);
+    FrameHeader h;
+    h.type = FrameType::Requests;
+    for (int i = 0; i < 8; ++i) {  // twice the window: none may be lost
+        CU_ASSERT_FATAL(b.on_header(h).ok());
+        b.deliver([&](bool& hold) {
+            hold = true;
+            b.ret.release(1);
+        });
+        CU_ASSERT_EQUAL(b.ret.held(), 0u);
+        CU_ASSERT_EQUAL(b.ret.owed(), 1u);
+        b.ret.take();  // returned to the peer
+    }
+    // held, then released later; and a frame not held at all
+    CU_ASSERT_FATAL(b.on_header(h).ok());
+    b.deliver([&](bool& hold) { hold = true; });
+    CU_ASSERT(b.ret.held() == 1u && b.ret.owed() == 0u);
+    b.ret.release(1);
+    CU_ASSERT(b.ret.held() == 0u && b.ret.owed() == 1u);
+    CU_ASSERT_FATAL(b.on_header(h).ok());
+    b.deliver([&](bool&) {});
+    CU_ASSERT(b.ret.held() == 0u && b.ret.owed() == 2u);
+}
+
 void test_protocol_errors() {
     ChannelCore b;
     b.reset(2);
@@ -448,6 +482,8 @@ int main() {
         {"send window", test_send_window},
         {"return window", test_return_window},
         {"two sides conserve credits", test_two_sides_conserve},
+        {"a hold released inside its delivery returns the credit",
+         test_hold_released_inside_delivery},
         {"protocol errors", test_protocol_errors},
         {"heartbeat", test_heartbeat},
         {"heartbeat dispatch", test_heartbeat_beat},
