@@ -89,21 +89,23 @@ bool sv_cq_lock(struct sverbs_cq *scq)
 }
 
 /*
- * The CQ lock, unless this thread is inside another CQ's extended poll
- * loop and another thread holds this one across its own (EBUSY): each
- * waiting for the other's lock would never end.  0: locked (*taken) or
- * this thread's already (!*taken).
+ * The CQ lock, unless another thread holds it across its extended poll loop
+ * (EBUSY): waiting for it there may never end (that thread may wait for
+ * something this one holds, or be arming this thread's CQ from inside its
+ * loop).  loop_only: EBUSY only when this thread is inside another CQ's
+ * loop itself (a caller that holds nothing may wait for the loop's end).
+ * 0: locked (*taken) or this thread's already (!*taken).
  */
-static int cq_lock_nowait(struct sverbs_cq *scq, bool *taken)
+static int cq_lock_nowait(struct sverbs_cq *scq, bool *taken, bool loop_only)
 {
 	*taken = false;
-	if (!ex_polling) {
+	if (ex_polling && ex_polled_here(scq))
+		return 0;
+	if (!ex_polling && loop_only) {
 		pthread_spin_lock(&scq->lock);
 		*taken = true;
 		return 0;
 	}
-	if (ex_polled_here(scq))
-		return 0;
 	while (pthread_spin_trylock(&scq->lock)) {
 		if (atomic_load(&scq->ex_held))
 			return EBUSY;
@@ -115,7 +117,7 @@ static int cq_lock_nowait(struct sverbs_cq *scq, bool *taken)
 
 int sv_cq_lock_nowait(struct sverbs_cq *scq, bool *taken)
 {
-	return cq_lock_nowait(scq, taken);
+	return cq_lock_nowait(scq, taken, true);
 }
 
 /* taken: what sv_cq_lock() returned */
@@ -946,16 +948,17 @@ void sv_cq_headroom_back(struct sverbs_cq *scq)
 
 /*
  * pump_waiting() for an arm or a kick (no CQ lock held by the caller,
- * unless through its extended poll).  Inside another CQ's extended poll
- * loop, the CQ's lock may be held by a thread inside its own loop, which
- * may be arming this thread's CQ: the pump is left to that loop's end_poll
+ * unless through its extended poll).  The CQ's lock may be held by a thread
+ * inside its extended poll loop, which may be arming this thread's CQ from
+ * there, destroying the QP whose timer kicks, or starting a wr_* batch on
+ * the QP whose wr_complete kicks: the pump is left to that loop's end_poll
  * (pump_asked) rather than waited for.
  */
 static void pump_waiting_asking(struct sverbs_cq *scq, enum sv_pump_why why)
 {
 	bool taken;
 
-	while (cq_lock_nowait(scq, &taken)) {
+	while (cq_lock_nowait(scq, &taken, false)) {
 		atomic_fetch_or(&scq->pump_asked, 1u << why);
 		/* after the ask: its end_poll clears ex_held, then reads it */
 		if (atomic_load(&scq->ex_held))
@@ -987,6 +990,12 @@ void sv_cq_kick(struct sverbs_cq *scq)
 {
 	if (!atomic_load_explicit(&scq->hr_kick, memory_order_relaxed) ||
 	    !atomic_exchange(&scq->hr_kick, false))
+		return;
+	/*
+	 * Nobody waits (any more): no lock.  A waiter that joins after the
+	 * exchange above takes again itself, or its giver kicks again.
+	 */
+	if (!atomic_load(&scq->hr_waiters) && !atomic_load(&scq->held_qps))
 		return;
 	pump_waiting_asking(scq, SV_PUMP_FLUSH);
 }

@@ -2137,6 +2137,78 @@ static void test_ex_cq_cross_arm(void)
 	two_ex_cqs_done();
 }
 
+/*
+ * A headroom kick outside any loop, while another thread holds the CQ
+ * across its extended poll loop: thread Y's ibv_wr_complete() kicks (QPs
+ * wait for headroom given back) with its batch's wr_lock held, and the
+ * looping thread starts a wr_* batch on the same QP, which waits for that
+ * wr_lock.  The kick must leave its pump to the loop's end_poll.  Red: the
+ * kick spun on the CQ lock, the loop on the wr_lock (alarm() ends it).
+ */
+static _Atomic int kick_started;
+
+static void *kick_batch_thread(void *arg)
+{
+	struct ibv_qp_ex *qx = arg;
+
+	ibv_wr_start(qx);
+	qx->wr_id = 2;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, 1, 0x1000, 10);
+	atomic_store(&kick_started, 1);
+	usleep(20 * 1000); /* (either order hangs without the fix) */
+	/* a give while a QP waited left the kick to the next post's unlock */
+	atomic_store(&scq->hr_waiters, 1);
+	atomic_store(&scq->hr_kick, true);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
+	return NULL;
+}
+
+static void test_ex_cq_kick_outside(void)
+{
+	struct ibv_qp_ex *qx = &fake_qpx;
+	struct ibv_poll_cq_attr pa = {};
+	struct ibv_cq_ex *cx;
+	struct ibv_wc wc[8];
+	pthread_t t;
+
+	cfg_default();
+	setup(64);
+	fk_install_ex();
+	cx = &fk->cqx;
+	CU_ASSERT_TRUE_FATAL(
+		sverbs_cq_install_ex_ops(scq, cx, IBV_WC_STANDARD_FLAGS));
+	mkqp(0, 16, false);
+	memset(qx, 0, sizeof(*qx));
+	CU_ASSERT_TRUE_FATAL(sverbs_qp_install_wr_ops(
+		sqp[0], qx, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND));
+	fk_recv_cqe(0, 500, IBV_WC_SUCCESS);
+	atomic_store(&kick_started, 0);
+	alarm(20);
+	CU_ASSERT_EQUAL_FATAL(cx->start_poll(cx, &pa), 0);
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, kick_batch_thread, qx),
+			      0);
+	while (!atomic_load(&kick_started))
+		sched_yield();
+	/* waits for Y's batch, as stock's wr_start waits for the SQ lock */
+	ibv_wr_start(qx);
+	qx->wr_id = 3;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, 1, 0x2000, 20);
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
+	pthread_join(t, NULL);
+	CU_ASSERT_EQUAL(cx->next_poll(cx), ENOENT);
+	cx->end_poll(cx);
+	alarm(0);
+	/* the loop's end did the kick's pump (nothing waited, in truth) */
+	CU_ASSERT_EQUAL(atomic_load(&scq->pump_asked), 0);
+	atomic_store(&scq->hr_waiters, 0);
+	CU_ASSERT(drain(0, wc, 8) == 2 && wc[0].wr_id == 2 && wc[1].wr_id == 3);
+	teardown();
+}
+
 static void test_wr_batch_poll_inside(void)
 {
 	struct ibv_qp_ex *qx = &fake_qpx;
@@ -5166,6 +5238,8 @@ int main(void)
 		  test_ex_cq_cross_arm },
 		{ "extended CQ: two threads' loops post to each other's QPs",
 		  test_ex_cq_cross_leave },
+		{ "extended CQ: a kick outside the loop does not wait for it",
+		  test_ex_cq_kick_outside },
 		{ "wr_* API", test_wr_api },
 		{ "wr_* batch: poll and arm inside it",
 		  test_wr_batch_poll_inside },
