@@ -207,6 +207,18 @@ bool sv_cq_lockless(const struct sverbs_cq *scq)
 
 /* ------------------------------------------------------------ headroom */
 
+#ifdef SV_TEST_HOOKS
+/* the unit tests': what another thread does between a take's check and CAS */
+void (*sv_test_hr_take_gap)(struct sverbs_cq *scq);
+#define HR_TAKE_GAP(scq)                          \
+	do {                                      \
+		if (sv_test_hr_take_gap)          \
+			sv_test_hr_take_gap(scq); \
+	} while (0)
+#else
+#define HR_TAKE_GAP(scq) ((void)(scq))
+#endif
+
 bool sv_hr_take(struct sverbs_cq *scq)
 {
 	unsigned int used = atomic_load(&scq->hr_used);
@@ -214,7 +226,18 @@ bool sv_hr_take(struct sverbs_cq *scq)
 	do {
 		if (used + 1 > atomic_load(&scq->hr_limit))
 			return false;
+		HR_TAKE_GAP(scq);
 	} while (!atomic_compare_exchange_weak(&scq->hr_used, &used, used + 1));
+	/*
+	 * A QP's registration may have lowered the limit between the check
+	 * and the swap, taking a unit and giving it back (hr_fund_reserved()):
+	 * the swap then succeeds on the count it restored.  The unit is not
+	 * ours then; no CQE of it was promised yet.
+	 */
+	if (used + 1 > atomic_load(&scq->hr_limit)) {
+		sv_hr_give(scq, 1); /* (a take it made fail meanwhile waits) */
+		return false;
+	}
 	return true;
 }
 
@@ -579,7 +602,7 @@ static bool hr_fund_reserved(struct sverbs_cq *scq)
 	if (!sv_hr_take(scq))
 		return false;
 	atomic_fetch_sub(&scq->hr_limit, 1);
-	atomic_fetch_sub(&scq->hr_used, 1);
+	sv_hr_give(scq, 1);
 	return true;
 }
 

@@ -440,6 +440,8 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	}
 	sv_cq_layered(send_cq);
 	live_add(sqp);
+	/* a take the registration made fail meanwhile waits (hr_fund) */
+	sv_cq_kick(send_cq);
 	return sqp;
 }
 

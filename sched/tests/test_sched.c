@@ -24,6 +24,7 @@
 
 /* sched/cq.c, built with SV_TEST_HOOKS */
 extern void (*sv_test_hr_gap)(struct sverbs_cq *scq);
+extern void (*sv_test_hr_take_gap)(struct sverbs_cq *scq);
 
 static struct sverbs_config cfg;
 static struct sverbs_cq *scq;
@@ -1485,6 +1486,51 @@ static void test_headroom_register_when_full(void)
 	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 0);
 	CU_ASSERT_PTR_NOT_NULL(mkqp(2, 16, false));
 	CU_ASSERT_EQUAL(atomic_load(&scq->hr_limit), 2);
+	CU_ASSERT_FALSE(fk->cq_overflow);
+	teardown();
+}
+
+/*
+ * A QP registers between a poster's check of the limit and its swap of the
+ * count (sv_test_hr_take_gap runs the registration there): the registration
+ * takes a unit, lowers the limit and gives the unit back, so the swap finds
+ * the count it expected.  The take must not stand over the new limit.
+ * Red: hr_used 3 over a limit of 2 (the CQ could overrun by one).
+ */
+static void take_gap_register(struct sverbs_cq *c)
+{
+	(void)c;
+	sv_test_hr_take_gap = NULL;
+	CU_ASSERT_PTR_NOT_NULL(mkqp(1, 16, false));
+}
+
+static void test_headroom_take_races_register(void)
+{
+	struct ibv_wc wc[16];
+
+	cfg_default();
+	cfg.cq_headroom = 4;
+	cfg.window_slices = 8;
+	setup(64);
+	fk->resize_fails = true;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
+	/* QP 0's sliced WRITE takes 2 of the 3 shared units, ... */
+	CU_ASSERT_EQUAL(
+		post(sqp[0], 100, IBV_WR_RDMA_WRITE, 3 * SL, IBV_SEND_SIGNALED),
+		0);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 2);
+	/* ... and the third take meets QP 1's registration */
+	sv_test_hr_take_gap = take_gap_register;
+	CU_ASSERT_EQUAL(
+		post(sqp[0], 101, IBV_WR_RDMA_WRITE, 2 * SL, IBV_SEND_SIGNALED),
+		0);
+	sv_test_hr_take_gap = NULL;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(sqp[1]);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_limit), 2);
+	CU_ASSERT(atomic_load(&scq->hr_used) <= atomic_load(&scq->hr_limit));
+	CU_ASSERT(drain(0, wc, 16) == 2 && wc[0].wr_id == 100 &&
+		  wc[1].wr_id == 101);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 0);
 	CU_ASSERT_FALSE(fk->cq_overflow);
 	teardown();
 }
@@ -5220,6 +5266,8 @@ int main(void)
 		  test_headroom_register_when_full },
 		{ "headroom: a QP registering when none is free grows the CQ",
 		  test_headroom_register_grows },
+		{ "headroom: a take racing a registration",
+		  test_headroom_take_races_register },
 		{ "headroom freed by a destroy",
 		  test_headroom_freed_by_destroy },
 		{ "headroom freed by a RESET", test_headroom_freed_by_reset },
