@@ -1059,6 +1059,16 @@ void sv_cq_drain(struct sverbs_cq *scq)
 	if (got >= 0 && got < SV_POLL_BATCH && scq->nstale)
 		stale_expire(scq);
 	finish_round(scq, &t);
+	/*
+	 * Inside this thread's extended poll of the CQ (a QP reset or
+	 * destroyed in the loop): the provider's polls wrote the
+	 * application's wr_id and status; they describe the loop's current
+	 * completion again.
+	 */
+	if (scq->cq_ex && ex_polling && ex_polled_here(scq)) {
+		scq->cq_ex->wr_id = scq->cur.wr_id;
+		scq->cq_ex->status = scq->cur.status;
+	}
 }
 
 /* A failed destroy's parked CQEs, translated (CQ lock held). */

@@ -2255,6 +2255,50 @@ static void test_ex_cq_kick_outside(void)
 	teardown();
 }
 
+/*
+ * A QP reset and one destroyed inside an extended poll loop drain the raw
+ * CQ through the provider's poll, which writes the application's cq_ex:
+ * its wr_id and status must still be the loop's current completion's.
+ * Red: they read the last raw CQE's (99, IBV_WC_REM_ACCESS_ERR).
+ */
+static void test_ex_cq_fields_kept(void)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_RESET };
+	struct ibv_poll_cq_attr pa = {};
+	struct ibv_cq_ex *cx;
+
+	cfg_default();
+	setup(64);
+	fk_install_ex();
+	cx = &fk->cqx;
+	CU_ASSERT_TRUE_FATAL(
+		sverbs_cq_install_ex_ops(scq, cx, IBV_WC_STANDARD_FLAGS));
+	mkqp(0, 16, false);
+	mkqp(1, 16, false);
+	CU_ASSERT_EQUAL(post(sqp[0], 7, IBV_WR_SEND, 5, IBV_SEND_SIGNALED), 0);
+	fk_complete(0, -1);
+	CU_ASSERT_EQUAL_FATAL(cx->start_poll(cx, &pa), 0);
+	CU_ASSERT(cx->wr_id == 7 && cx->status == IBV_WC_SUCCESS);
+	fk_recv_cqe(0, 98, IBV_WC_REM_ACCESS_ERR);
+	sverbs_qp_modify_pre(sqp[1], &attr, IBV_QP_STATE);
+	sverbs_qp_modify_post(sqp[1], &attr, IBV_QP_STATE, 0);
+	CU_ASSERT(cx->wr_id == 7 && cx->status == IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(cx->read_opcode(cx), IBV_WC_SEND);
+	fk_recv_cqe(0, 99, IBV_WC_REM_ACCESS_ERR);
+	sverbs_qp_destroy_pre(sqp[1]);
+	sverbs_qp_destroy_post(sqp[1], 0);
+	sqp[1] = NULL;
+	CU_ASSERT(cx->wr_id == 7 && cx->status == IBV_WC_SUCCESS);
+	/* the receives come next, in order */
+	CU_ASSERT_EQUAL(cx->next_poll(cx), 0);
+	CU_ASSERT(cx->wr_id == 98 && cx->status == IBV_WC_REM_ACCESS_ERR);
+	CU_ASSERT_EQUAL(cx->next_poll(cx), 0);
+	CU_ASSERT_EQUAL(cx->wr_id, 99);
+	CU_ASSERT_EQUAL(cx->next_poll(cx), ENOENT);
+	cx->end_poll(cx);
+	teardown();
+}
+
 static void test_wr_batch_poll_inside(void)
 {
 	struct ibv_qp_ex *qx = &fake_qpx;
@@ -5288,6 +5332,9 @@ int main(void)
 		  test_ex_cq_cross_leave },
 		{ "extended CQ: a kick outside the loop does not wait for it",
 		  test_ex_cq_kick_outside },
+		{ "extended CQ: a reset or destroy inside the loop keeps its "
+		  "fields",
+		  test_ex_cq_fields_kept },
 		{ "wr_* API", test_wr_api },
 		{ "wr_* batch: poll and arm inside it",
 		  test_wr_batch_poll_inside },
