@@ -2138,8 +2138,8 @@ static void test_ex_cq_cross_leave(void)
 	alarm(0);
 	/*
 	 * each WR completes once, with its own wr_id, on its QP's CQ (its
-	 * priority bits went to the provider, which strips them, as for a QP
-	 * that stays stock)
+	 * priority bits went to the provider as posted, as a stock QP's do
+	 * and as with SVERBS=off: docs/semantics.md)
 	 */
 	for (q = 2; q < 4; q++) {
 		fk_complete(q, -1);
