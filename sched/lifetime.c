@@ -5,6 +5,7 @@
  * outstanding, the CQ's record), the batching timer, statistics.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,23 @@ static int queue_setup(struct sverbs_qp *sqp)
  * extended poll loop, while a thread's loop holds this CQ's lock (the QP
  * stays in pass-through for now: waiting could deadlock, cq.c).
  */
+/*
+ * Another thread's pass-through wr_* batch holds the provider's send queue:
+ * the queue's pump would wait for it with the QP lock held, which a poll
+ * inside that batch needs.  Wait for its end here, holding nothing (stock's
+ * post waits for that lock too); a batch that starts meanwhile sees
+ * pt_leaving and goes through the layer's queue.  Not for this thread's own
+ * batch (stock's post there waits for itself as well).
+ */
+static void pt_batches_wait(struct sverbs_qp *sqp)
+{
+	if (sv_wr_pt_batch_mine(sqp))
+		return;
+	atomic_store(&sqp->pt_leaving, true);
+	while (atomic_load(&sqp->pt_batch_open))
+		sched_yield();
+}
+
 int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 {
 	bool locked;
@@ -135,9 +153,12 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 
 	/* what the QP deferred goes before the queue's first WR (watch.c) */
 	sv_watch_ring(sqp, SV_RING_STATE);
+	pt_batches_wait(sqp);
 	/* (a post from an extended-CQ poll loop holds the CQ lock) */
-	if (sv_cq_lock_nowait(sqp->scq, &locked))
+	if (sv_cq_lock_nowait(sqp->scq, &locked)) {
+		atomic_store(&sqp->pt_leaving, false);
 		return EBUSY;
+	}
 
 	pthread_spin_lock(&sqp->lock);
 	if (atomic_load(&sqp->fast.stock))
@@ -155,6 +176,9 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 	}
 	pthread_spin_unlock(&sqp->lock);
 	sv_cq_unlock(sqp->scq, locked);
+	/* it stays in pass-through: batches may hold the send queue again */
+	if (ret)
+		atomic_store(&sqp->pt_leaving, false);
 	return ret;
 }
 

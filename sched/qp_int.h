@@ -265,6 +265,15 @@ struct sverbs_qp {
 	 * poll and arm the CQ meanwhile, which takes the QP lock.
 	 */
 	pthread_spinlock_t wr_lock;
+	/*
+	 * A pass-through batch (the provider's own wr_start: it holds the
+	 * send queue's lock until wr_complete or wr_abort) is open on some
+	 * thread; a post of another thread is taking the QP out of
+	 * pass-through (sv_qp_leave_prepare(): it waits for the batch's end,
+	 * holding nothing, and a batch that starts meanwhile yields to it).
+	 */
+	atomic_bool pt_batch_open;
+	atomic_bool pt_leaving;
 	struct sv_fifo build;
 	uint32_t build_cur;
 	int build_err;

@@ -48,6 +48,8 @@ bool sv_cq_lock(struct sverbs_cq *scq);
  * and another thread holds this CQ's lock across its own (cq.c).
  */
 int sv_cq_lock_nowait(struct sverbs_cq *scq, bool *taken);
+/* This thread's pass-through wr_* batch is the QP's (wr_api.c). */
+bool sv_wr_pt_batch_mine(const struct sverbs_qp *sqp);
 void sv_cq_unlock(struct sverbs_cq *scq, bool taken);
 void sv_cq_layered(struct sverbs_cq *scq);
 void sv_cq_held(struct sverbs_cq *scq, struct sverbs_qp *sqp, bool held);

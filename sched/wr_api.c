@@ -46,6 +46,11 @@ static SV_TLS bool pt_batch_prio; /* a WR of it stated a priority */
 /* a WR of it used a reserved wr_id: the batch fails (EINVAL), all of it */
 static SV_TLS bool pt_batch_refused;
 
+bool sv_wr_pt_batch_mine(const struct sverbs_qp *sqp)
+{
+	return pt_batch == sqp;
+}
+
 static bool in_pt_batch(const struct ibv_qp_ex *qpx)
 {
 	return pt_batch && pt_batch->qpx == qpx;
@@ -108,6 +113,7 @@ static int pt_batch_end(struct ibv_qp_ex *qpx, bool complete)
 	pt_batch_refused = false;
 	if (!complete || refused) {
 		sqp->raw_qpx->wr_abort(qpx);
+		atomic_store(&sqp->pt_batch_open, false);
 		return refused ? EINVAL : 0;
 	}
 	/* a watched QP's batch is one post (watch.c) */
@@ -115,6 +121,7 @@ static int pt_batch_end(struct ibv_qp_ex *qpx, bool complete)
 	leave = prio || (pt == SVERBS_PT_WATCH && sv_watch_ready(sqp) &&
 			 sv_watch_leaves(sqp, &timed, false));
 	ret = sqp->raw_qpx->wr_complete(qpx);
+	atomic_store(&sqp->pt_batch_open, false);
 	if (timed)
 		sv_watch_returned(sqp);
 	/* without the layer's queue (no memory), pass-through goes on */
@@ -150,8 +157,19 @@ static void sv_wr_start(struct ibv_qp_ex *qpx)
 	if (!pt_batch &&
 	    atomic_load_explicit(&sqp->fast.pt, memory_order_acquire)) {
 		sqp->raw_qpx->wr_start(qpx);
-		pt_batch = sqp;
-		return;
+		atomic_store(&sqp->pt_batch_open, true);
+		if (!atomic_load(&sqp->pt_leaving)) {
+			pt_batch = sqp;
+			return;
+		}
+		/*
+		 * Another thread's post takes the QP out of pass-through: its
+		 * pump would wait for the send queue this batch holds, with
+		 * the QP lock a poll inside this batch needs.  This batch
+		 * goes through the layer's queue instead.
+		 */
+		atomic_store(&sqp->pt_batch_open, false);
+		sqp->raw_qpx->wr_abort(qpx);
 	}
 	/* the layer's queue, if not yet there (else the batch fails) */
 	if (atomic_load_explicit(&sqp->fast.pt, memory_order_acquire))

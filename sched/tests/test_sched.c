@@ -3592,6 +3592,73 @@ static void test_pt_wr_api(void)
 }
 
 /*
+ * Thread A's pass-through wr_* batch on QP 0 holds the provider's send
+ * queue (the fake's post hook spins while it is open, as mlx5's and rxe's
+ * post_send wait for that lock); thread B's priority post takes QP 0 out
+ * of pass-through.  A polls inside its batch (allowed): a completion of
+ * QP 0 is in the CQ.  Red: B's pump waited in the provider with QP 0's lock
+ * held, and A's poll, translating QP 0's completion, waited for that lock
+ * (alarm() ends it).  Now B waits for the batch's end holding nothing.
+ */
+static _Atomic int sq_hook_in, leave_posted;
+
+static void sq_held_hook(void)
+{
+	atomic_store(&sq_hook_in, 1);
+	while (*(volatile bool *)&fk->sq[0].batch_open)
+		sched_yield();
+}
+
+static void *leave_poster(void *arg)
+{
+	(void)arg;
+	CU_ASSERT_EQUAL(post(sqp[0], 20, IBV_WR_SEND, 8,
+			     IBV_SEND_SIGNALED | SVERBS_PRIO(2)),
+			0);
+	atomic_store(&leave_posted, 1);
+	return NULL;
+}
+
+static void test_pt_batch_meets_leave(void)
+{
+	struct ibv_qp_ex *qx = &pt_qx[0];
+	struct ibv_wc wc[8];
+	pthread_t t;
+	int n;
+
+	pt_setup(16);
+	fk_wr_install(qx, 0);
+	CU_ASSERT_TRUE_FATAL(sverbs_qp_install_wr_ops(
+		sqp[0], qx, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND));
+	/* WR 1's completion waits in the CQ */
+	CU_ASSERT_EQUAL(post(sqp[0], 1, IBV_WR_SEND, 8, IBV_SEND_SIGNALED), 0);
+	fk_complete(0, -1);
+	atomic_store(&sq_hook_in, 0);
+	atomic_store(&leave_posted, 0);
+	alarm(20);
+	ibv_wr_start(qx);
+	pt_wr_send(qx, 2, IBV_SEND_SIGNALED);
+	fk->post_hook = sq_held_hook;
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, leave_poster, NULL), 0);
+	/* B is in the provider's post, or waits for the batch */
+	while (!atomic_load(&sq_hook_in) && !atomic_load(&sqp[0]->pt_leaving))
+		sched_yield();
+	usleep(10 * 1000);
+	n = sverbs_poll_cq(scq, 8, wc);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 1);
+	CU_ASSERT_FALSE(atomic_load(&leave_posted));
+	CU_ASSERT_EQUAL(ibv_wr_complete(qx), 0);
+	pthread_join(t, NULL);
+	alarm(0);
+	fk->post_hook = NULL;
+	CU_ASSERT_FALSE(atomic_load(&sqp[0]->fast.pt));
+	/* the batch's WR, then B's, each once */
+	n = drain(0, wc, 8);
+	CU_ASSERT(n == 2 && wc[0].wr_id == 2 && wc[1].wr_id == 20);
+	teardown();
+}
+
+/*
  * Randomized: QP 1 stays in pass-through; QP 0 leaves it mid-stream, with
  * its pass-through WQEs in flight.  Every signaled WR completes exactly
  * once with its own wr_id, no unsignaled one does, no internal one leaks.
@@ -5332,6 +5399,8 @@ int main(void)
 		  test_ex_cq_cross_leave },
 		{ "extended CQ: a kick outside the loop does not wait for it",
 		  test_ex_cq_kick_outside },
+		{ "a pass-through wr_* batch meets another thread's leave",
+		  test_pt_batch_meets_leave },
 		{ "extended CQ: a reset or destroy inside the loop keeps its "
 		  "fields",
 		  test_ex_cq_fields_kept },
