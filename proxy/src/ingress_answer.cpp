@@ -25,6 +25,7 @@ void Ingress::respond_local(Client& c, int status, std::string_view body, std::s
 
 void Ingress::after_response(Client& c) {
     c.parser.next();
+    c.head = false;  // the next request's (set by dispatch); a local error answer has a body
     c.parser.release_buffers();  // a large body's buffer is not kept by an idle connection
     c.sent_continue = false;
     if (!c.keep_alive || draining_) {

@@ -836,6 +836,31 @@ def http_correctness(st):
     a = request(st.p_imet, "GET", "/metrics")
     check(a.status == 200 and b"sverbs_proxy_requests_total" in a.body,
           "/metrics served on the ingress metrics_listen")
+    # A malformed request after a HEAD on the same connection: its 400 carries the body its
+    # Content-Length announces (before, the HEAD's flag stayed set: the body was left out, and
+    # a client read a truncated answer).
+    with socket.create_connection(("127.0.0.1", st.p_in), timeout=10) as s:
+        s.sendall(b"HEAD /f/h HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = b""
+        while b"\r\n\r\n" not in got:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        first = parse_responses(got, head=True)
+        check(len(first) == 1 and first[0][0] == 200, f"HEAD answered 200 ({first})")
+        s.sendall(b"GARBAGE\r\n\r\n")
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    end = got.find(b"\r\n\r\n")
+    m = re.search(rb"(?i)content-length: *(\d+)", got[:end]) if end >= 0 else None
+    body = got[end + 4:] if end >= 0 else b""
+    check(got.startswith(b"HTTP/1.1 400") and m and int(m.group(1)) == len(body) > 0,
+          f"a 400 after a HEAD carries its body ({got!r})")
 
 
 @test
