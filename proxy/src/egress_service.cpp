@@ -10,6 +10,9 @@ void Egress::dispatch(Service& s) {
     const size_t depth = std::max<uint32_t>(1, s.cfg.pipeline);
     while (!s.queue.empty()) {
         ServiceConn* c = nullptr;
+        // An idle connection being closed (bytes nobody asked for, a drain) stays listed until
+        // its on_closed: a request written to it would never be sent (a POST answered 502).
+        while (!s.idle.empty() && s.idle.back()->s.closing()) s.idle.pop_back();
         if (!s.idle.empty()) {
             c = s.idle.back();
             s.idle.pop_back();

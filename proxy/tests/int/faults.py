@@ -440,6 +440,7 @@ class FakeService:
         self.sock.listen(128)
         self.port = self.sock.getsockname()[1]
         self.conns = 0
+        self.socks = {}  # conn_no -> its socket (a test may write to an idle connection)
         threading.Thread(target=self.loop, daemon=True).start()
 
     def loop(self):
@@ -452,6 +453,7 @@ class FakeService:
             threading.Thread(target=self.serve, args=(c, self.conns), daemon=True).start()
 
     def serve(self, c, cno):
+        self.socks[cno] = c
         buf = b""
         n = 0
         try:
@@ -757,6 +759,40 @@ def no_resend_non_idempotent(st):
     exactly_once([a], "GET whose connection died")
     check(a.status == 200 and fake.count("GET", "/f/die-get") == 2,
           f"GET retried once: status {a.status}, seen {fake.count('GET', '/f/die-get')} times")
+
+
+@test
+def idle_closing_not_reused(st):
+    """5. A request is never written to a service connection the egress has begun to close:
+    an idle keep-alive connection that gets bytes nobody asked for (here a 408, as some
+    services send before closing an idle connection) is closed; a POST that arrives before
+    that close has finished goes to a fresh connection and is answered 200, not 502."""
+
+    def rule(method, path, hdrs, body, cno, n):
+        return ok_response(body or b"ok\n")
+
+    fake = FakeService(rule)
+    st.upstreams = fake_upstream(fake.port, pool=1, pipeline=1)
+    if not check(st.up(compute=False), "stack answers 200"):
+        return
+    a = request(st.p_in, "GET", "/f/warm")
+    check(a.status == 200 and fake.conns == 1, f"one keep-alive service connection ({fake.conns})")
+    # The egress stops; the service's bytes and the POST's frame both wait for it, and it
+    # reads them in that order in one turn of its loop when it goes on.
+    os.kill(st.procs["egress"].pid, signal.SIGSTOP)
+    try:
+        fake.socks[1].sendall(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+        time.sleep(0.3)
+        ts, res = parallel(request, [(st.p_in, "POST", "/f/once", b"pay once")])
+        time.sleep(0.5)  # the ingress has written the POST's frame to the channel
+    finally:
+        os.kill(st.procs["egress"].pid, signal.SIGCONT)
+    for t in ts:
+        t.join()
+    exactly_once(res, "POST behind a closing idle connection")
+    check(res[0].status == 200, f"POST answered 200 on a fresh connection (got {res[0].status})")
+    check(fake.count("POST", "/f/once") == 1,
+          f"POST executed once (seen {fake.count('POST', '/f/once')} times)")
 
 
 @test
