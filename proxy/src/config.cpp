@@ -276,6 +276,7 @@ void parse_into(const toml::table& root, Config& c) {
         ch.integer("rdma_signal_every", c.channel.rdma_signal_every, 1, 1024);
         ch.size("rdma_inline_bytes", c.channel.rdma_inline_bytes, 0, 4096);
         ch.integer("rdma_pool_chunks", c.channel.rdma_pool_chunks, 2, 65536);
+        ch.integer("rdma_poll_budget", c.channel.rdma_poll_budget, 1, 1u << 20);
         ch.finish();
         if (c.channel.reconnect_max_ms < c.channel.reconnect_min_ms)
             ch.fail_here("[channel] reconnect_max_ms must be >= reconnect_min_ms");

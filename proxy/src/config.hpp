@@ -51,6 +51,9 @@ struct ChannelConfig {
     // RDMA: send chunks (slot_bytes each) registered once per device and worker, shared by
     // its channels; a data frame waits when none is free
     uint32_t rdma_pool_chunks = 128;
+    // RDMA: completions taken from a device's CQ in one turn of the loop; the rest wait for
+    // the next turn (which then does not sleep), so one busy CQ cannot starve the others
+    uint32_t rdma_poll_budget = 2048;
 
     // A reload compares them: the channels keep the settings they started with.
     bool operator==(const ChannelConfig&) const = default;

@@ -99,6 +99,7 @@ struct Device {
     int cq_need = 0;                  // entries the live channels' queues can fill
     std::vector<RdmaChannel*> chans;  // the live channels on the CQ
     bool polling = false;
+    bool more = false;  // the last poll stopped at its budget: the CQ may hold more
     Device() = default;
     Device(const Device&) = delete;
     Device& operator=(const Device&) = delete;
@@ -333,6 +334,12 @@ class RdmaTransport final : public Transport {
 
     int64_t tick(int64_t now) override {
         int64_t next = now + 1000 * kMs;
+        // A CQ whose last poll stopped at its budget raises no new event for what it still
+        // holds: it is polled again here, and the loop does not sleep while it has more.
+        for (auto& d : devices_) {
+            if (d->more) poll(*d);
+            if (d->more) next = now;
+        }
         for (auto* ch : active_) next = std::min(next, ch->tick(now));
         for (auto& ch : passive_) next = std::min(next, ch->tick(now));
         std::erase_if(passive_, [](auto& ch) { return ch->dead(); });
@@ -375,7 +382,8 @@ class RdmaTransport final : public Transport {
         d.cq_need -= need;  // its completions still in the CQ are dropped at the next poll
     }
 
-    // Every completion on the device's CQ to its channel; then each channel that got some
+    // The device's CQ's completions (up to rdma_poll_budget; tick() polls again for the rest)
+    // to their channels; then each channel that got some
     // finishes its round (credits, control frames, disconnect).  Re-entered from a channel
     // that goes down inside the round: the outer round goes on, nothing polled twice.
     void poll(Device& d) {
@@ -393,11 +401,14 @@ class RdmaTransport final : public Transport {
         uint64_t polls = 0;
         bool empty = false;
         ibv_wc wc[32];
-        for (int rounds = 0; rounds < 64; ++rounds) {
-            int n = ibv_poll_cq(d.cq, 32, wc);
+        uint32_t left = o_.channel.rdma_poll_budget;
+        while (left > 0) {
+            const int want = static_cast<int>(std::min<uint32_t>(32, left));
+            int n = ibv_poll_cq(d.cq, want, wc);
             polls++;
-            if (n < 32) empty = true;
+            if (n < want) empty = true;
             if (n <= 0) break;
+            left -= static_cast<uint32_t>(n);
             for (int i = 0; i < n; ++i) {
                 RdmaChannel* ch = nullptr;
                 for (auto* c : d.chans)
@@ -411,6 +422,7 @@ class RdmaTransport final : public Transport {
             if (empty) break;
         }
         d.polling = false;
+        d.more = !empty;
         // The device's wake-ups and polls are counted on the first channel served (per
         // request they add up the same).
         RdmaChannel* first = !touched_.empty()  ? touched_.front().first

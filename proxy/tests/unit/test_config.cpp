@@ -65,6 +65,7 @@ void test_good() {
     CU_ASSERT_EQUAL(c.ingress.max_body_bytes, 64u << 10);
     CU_ASSERT_EQUAL(c.ingress.max_header_bytes, 8192u);  // default kept
     CU_ASSERT_EQUAL(c.channel.rdma_pool_chunks, 128u);   // default: the send pool is bounded
+    CU_ASSERT_EQUAL(c.channel.rdma_poll_budget, 2048u);  // default
     CU_ASSERT_EQUAL(c.ingress.egress.size(), 2u);
     CU_ASSERT_EQUAL(c.ingress.egress[0].connections, 2u);
     CU_ASSERT(c.ingress.egress[1].address.kind == Endpoint::Kind::Unix);
@@ -133,6 +134,10 @@ void test_errors_name_line() {
     // a send pool of one chunk (or none) on line 2
     expect_error("[channel]\nrdma_pool_chunks = 1\n[egress]\nlisten=\"a:1\"\n",
                  "t.toml:2:", "out of range");
+    // a poll that may take no completion on line 3
+    expect_error(
+        "[channel]\ntransport = \"rdma\"\nrdma_poll_budget = 0\n[egress]\nlisten=\"a:1\"\n",
+        "t.toml:3:", "out of range");
     // bad transport on line 2
     expect_error("[channel]\ntransport = \"carrier-pigeon\"\n", "t.toml:2:", "transport");
     // neither role
