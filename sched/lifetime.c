@@ -135,28 +135,38 @@ static int queue_setup(struct sverbs_qp *sqp)
  * inside that batch needs.  Wait for its end here, holding nothing (stock's
  * post waits for that lock too); a batch that starts meanwhile sees
  * pt_leaving and goes through the layer's queue.  Not for this thread's own
- * batch (stock's post there waits for itself as well).
+ * batch (stock's post there waits for itself as well).  Returns whether it
+ * marked the QP: a leave that fails takes its mark back (pt_leave_failed()).
  */
-static void pt_batches_wait(struct sverbs_qp *sqp)
+static bool pt_batches_wait(struct sverbs_qp *sqp)
 {
 	if (sv_wr_pt_batch_mine(sqp))
-		return;
-	atomic_store(&sqp->pt_leaving, true);
+		return false;
+	atomic_fetch_add(&sqp->pt_leaving, 1);
 	while (atomic_load(&sqp->pt_batch_open))
 		sched_yield();
+	return true;
+}
+
+/* It stays in pass-through: batches may hold the send queue again, unless
+ * another thread's leave is still under way. */
+static void pt_leave_failed(struct sverbs_qp *sqp, bool marked)
+{
+	if (marked)
+		atomic_fetch_sub(&sqp->pt_leaving, 1);
 }
 
 int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 {
-	bool locked;
+	bool locked, marked;
 	int ret = 0;
 
 	/* what the QP deferred goes before the queue's first WR (watch.c) */
 	sv_watch_ring(sqp, SV_RING_STATE);
-	pt_batches_wait(sqp);
+	marked = pt_batches_wait(sqp);
 	/* (a post from an extended-CQ poll loop holds the CQ lock) */
 	if (sv_cq_lock_nowait(sqp->scq, &locked)) {
-		atomic_store(&sqp->pt_leaving, false);
+		pt_leave_failed(sqp, marked);
 		return EBUSY;
 	}
 
@@ -176,9 +186,8 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 	}
 	pthread_spin_unlock(&sqp->lock);
 	sv_cq_unlock(sqp->scq, locked);
-	/* it stays in pass-through: batches may hold the send queue again */
 	if (ret)
-		atomic_store(&sqp->pt_leaving, false);
+		pt_leave_failed(sqp, marked);
 	return ret;
 }
 

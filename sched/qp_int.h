@@ -271,9 +271,11 @@ struct sverbs_qp {
 	 * thread; a post of another thread is taking the QP out of
 	 * pass-through (sv_qp_leave_prepare(): it waits for the batch's end,
 	 * holding nothing, and a batch that starts meanwhile yields to it).
+	 * pt_leaving counts such posts: one that fails takes back only its
+	 * own mark while another's leave goes on.
 	 */
 	atomic_bool pt_batch_open;
-	atomic_bool pt_leaving;
+	atomic_uint pt_leaving;
 	struct sv_fifo build;
 	uint32_t build_cur;
 	int build_err;

@@ -2158,6 +2158,94 @@ static void test_ex_cq_cross_leave(void)
 	two_ex_cqs_done();
 }
 
+/*
+ * Two posts take the same QP out of pass-through at once, and one of them
+ * fails: thread B's leave waits for CQ A's lock, held across thread L's
+ * extended poll loop on A; this thread, inside a loop on B, posts a
+ * priority WR to the same QP and cannot wait for that lock (EBUSY: its WR
+ * goes as stock's would).  B is still leaving: a pass-through wr_* batch
+ * that started now would hold the send queue B's pump waits for, with the
+ * QP lock a poll inside that batch needs.  Red: the failed leave cleared
+ * the mark of B's (one flag, not a count).
+ */
+static _Atomic int pair_in, pair_done;
+
+static void *pair_loop_thread(void *arg)
+{
+	struct ibv_poll_cq_attr pa = {};
+	struct ibv_cq_ex *ca = &fk->cqx;
+
+	(void)arg;
+	CU_ASSERT_EQUAL(ca->start_poll(ca, &pa), 0);
+	CU_ASSERT_EQUAL(ca->next_poll(ca), ENOENT);
+	atomic_store(&pair_in, 1);
+	cross_wait(&pair_done);
+	ca->end_poll(ca);
+	return NULL;
+}
+
+static void *pair_leave_thread(void *arg)
+{
+	(void)arg;
+	CU_ASSERT_EQUAL(post(sqp[2], 301, IBV_WR_SEND, 8,
+			     IBV_SEND_SIGNALED | SVERBS_PRIO(3)),
+			0);
+	return NULL;
+}
+
+static void test_ex_cq_leave_pair(void)
+{
+	struct ibv_poll_cq_attr pa = {};
+	struct ibv_cq_ex *cb;
+	struct ibv_wc wc[4];
+	pthread_t tl, tb;
+	int i, n, got = 0;
+
+	two_ex_cqs(0);
+	cfg.passthrough = true;
+	cfg.slice_always = false;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(2, 32, false));
+	CU_ASSERT_TRUE_FATAL(atomic_load(&sqp[2]->fast.pt));
+	cb = &fk->cqx_b;
+	atomic_store(&pair_in, 0);
+	atomic_store(&pair_done, 0);
+	alarm(20);
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&tl, NULL, pair_loop_thread, NULL),
+			      0);
+	cross_wait(&pair_in);
+	CU_ASSERT_EQUAL_FATAL(
+		pthread_create(&tb, NULL, pair_leave_thread, NULL), 0);
+	/* B is leaving (it waits for A's lock) */
+	while (!atomic_load(&sqp[2]->pt_leaving))
+		sched_yield();
+	CU_ASSERT_EQUAL(cb->start_poll(cb, &pa), 0);
+	CU_ASSERT_EQUAL(cb->next_poll(cb), ENOENT);
+	CU_ASSERT_EQUAL(post(sqp[2], 300, IBV_WR_SEND, 8,
+			     IBV_SEND_SIGNALED | SVERBS_PRIO(3)),
+			0);
+	CU_ASSERT_EQUAL(fk->sq[2].posted, 1);
+	CU_ASSERT_TRUE(atomic_load(&sqp[2]->pt_leaving));
+	cb->end_poll(cb);
+	atomic_store(&pair_done, 1);
+	pthread_join(tl, NULL);
+	pthread_join(tb, NULL);
+	alarm(0);
+	/* B's post left pass-through; each WR completes once */
+	CU_ASSERT_FALSE(atomic_load(&sqp[2]->fast.pt));
+	fk_complete(2, -1);
+	while ((n = sverbs_poll_cq(scq, 4, wc)) > 0) {
+		for (i = 0; i < n; i++) {
+			CU_ASSERT(wc[i].status == IBV_WC_SUCCESS);
+			if (wc[i].wr_id == 300 || wc[i].wr_id == 301)
+				got |= 1 << (wc[i].wr_id - 300);
+			else
+				got |= 4;
+		}
+	}
+	CU_ASSERT_EQUAL(got, 3);
+	two_ex_cqs_done();
+}
+
 static void test_ex_cq_cross_arm(void)
 {
 	pthread_t t;
@@ -5397,6 +5485,8 @@ int main(void)
 		  test_ex_cq_cross_arm },
 		{ "extended CQ: two threads' loops post to each other's QPs",
 		  test_ex_cq_cross_leave },
+		{ "extended CQ: a leave refused in a loop keeps another's mark",
+		  test_ex_cq_leave_pair },
 		{ "extended CQ: a kick outside the loop does not wait for it",
 		  test_ex_cq_kick_outside },
 		{ "a pass-through wr_* batch meets another thread's leave",
