@@ -829,6 +829,12 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
     }
     if (slot == kCtlSlot) ctl_free_ = false;
     if (in_place && slot == lent_) lent_ = ChunkPool::kNone;  // the WR holds it now
+    if (in_place && inl) {
+        // Posted inline out of the lent chunk: nothing is in it now.  It goes back to the
+        // pool (shared by the device's channels) instead of staying with an idle channel.
+        dev_->pool.release(lent_);
+        lent_ = ChunkPool::kNone;
+    }
     sq_.posted(slot, units, sig);
     stats_.signaled += sig;
     stats_.inline_sends += inl;

@@ -17,7 +17,8 @@
 # Then once, on a pair of its own: a large frame that needs the ring's wrap padding while the
 # peer owes less than half the ring reaches it without waiting for the heartbeat
 # (ring_probe_case); with a CQ poll budget of one completion, a burst of requests is answered
-# without waiting for the heartbeat (poll_budget_case).  Every wait is bounded; there are no
+# without waiting for the heartbeat (poll_budget_case); with fewer send-pool chunks than
+# channels, every channel still sends frames that need one (pool_case).  Every wait is bounded; there are no
 # timing thresholds.
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -60,6 +61,7 @@ P_IN=18080 P_EG=17000 P_MET=17001 P_SVC=19000 P_IMET=18081
 P_EG2=17100 P_MET2=17101 P_SVC2=19100  # egress "side" and its own compute service
 P_IN3=18280 P_IMET3=18281 P_EG3=17200 P_MET3=17201 P_SVC3=19200  # ring_probe_case's own pair
 P_IN4=18380 P_IMET4=18381 P_EG4=17300 P_MET4=17301 P_SVC4=19300  # poll_budget_case's own pair
+P_IN5=18480 P_IMET5=18481 P_EG5=17400 P_MET5=17401 P_SVC5=19400  # pool_case's own pair
 URL=http://$IN_IP:$P_IN
 
 cleanup() {
@@ -525,6 +527,93 @@ TOML
     wait $cpid $epid $ipid 2> /dev/null
 }
 
+# Frames are assembled in a pool chunk the channel borrows (frame_buffer()).  A frame small
+# enough to go inline left the chunk with the channel: each channel that had sent one kept a
+# chunk for good, and with fewer chunks than channels the others found none for a frame that
+# is not inline, and their requests waited until request_timeout_ms (504).
+pool_case() {
+    local m=$1 f=$FAILS i n=24 ok codes
+    cat > "$DIR/pool.toml" << TOML
+log_level = "info"
+
+[channel]
+transport = "rdma"
+credits = 16
+rdma_pool_chunks = 2
+reconnect_min_ms = 20
+reconnect_max_ms = 200
+heartbeat_ms = 1000
+connect_timeout_ms = 3000
+
+[ingress]
+listen = "$IN_IP:$P_IN5"
+workers = 1
+request_timeout_ms = 30000
+metrics_listen = "$IN_IP:$P_IMET5"
+
+[[ingress.egress]]
+name = "gpu"
+address = "$EG_IP:$P_EG5"
+source = "$IN_IP"
+connections = 4
+
+[egress]
+listen = "$EG_IP:$P_EG5"
+workers = 1
+metrics_listen = "$EG_IP:$P_MET5"
+
+[[upstream]]
+name = "compute"
+egress = ["gpu"]
+class = "latency"
+slo_p99_ms = 2000
+service = "$EG_IP:$P_SVC5"
+pool = 8
+service_timeout_ms = 25000
+service_connect_timeout_ms = 500
+
+[[route]]
+prefix = "/echo"
+upstream = "compute"
+
+[[route]]
+prefix = "/healthz"
+upstream = "compute"
+TOML
+    "$COMPUTE" -l $EG_IP:$P_SVC5 -w 1 >> "$DIR/pool-compute.log" 2>&1 &
+    local cpid=$!
+    "$PROXY" -c "$DIR/pool.toml" --role egress >> "$DIR/pool-egress.log" 2>&1 &
+    local epid=$!
+    "$PROXY" -c "$DIR/pool.toml" --role ingress >> "$DIR/pool-ingress.log" 2>&1 &
+    local ipid=$!
+    PIDS+=("$cpid" "$epid" "$ipid")
+    local url=http://$IN_IP:$P_IN5
+    pool_up() { [ "$(code --max-time 2 "$url/healthz")" = 200 ]; }
+    pool_chans() { [ "$(metric_sum "http://$IN_IP:$P_IMET5/metrics" 'sverbs_proxy_channel_up')" -ge 4 ]; }
+    if ! check "[$m] pool of 2 chunks: its own pair answers" wait_until 120 "200 from /healthz" pool_up ||
+        ! check "[$m] pool of 2 chunks: 4 channels up" wait_until 60 "4 channels up" pool_chans; then
+        logs
+        kill -9 $cpid $epid $ipid 2> /dev/null
+        return
+    fi
+    head -c 3000 /dev/zero | tr '\0' x > "$DIR/pool-big.txt"
+    # small frames (inline) on every channel first, then frames that need a chunk
+    for body in small "@$DIR/pool-big.txt"; do
+        : > "$DIR/pool-codes"
+        for i in $(seq 1 $n); do
+            curl -s -o /dev/null --max-time 40 -w '%{http_code}\n' --data "$body" "$url/echo" \
+                >> "$DIR/pool-codes" &
+        done
+        wait_until 60 "$n answers" eval '[ "$(wc -l < "$DIR/pool-codes")" -ge $n ]'
+        ok=$(grep -c '^200$' "$DIR/pool-codes")
+        codes=$(sort "$DIR/pool-codes" | uniq -c | tr -s ' \n' ' ')
+        check "[$m] pool of 2 chunks, 4 channels: $n requests (${body#@$DIR/}) all answered 200 (${codes})" [ "$ok" = $n ]
+    done
+    [ "$FAILS" = "$f" ] || logs
+    kill -9 $cpid $epid $ipid 2> /dev/null
+    wait $cpid $epid $ipid 2> /dev/null
+}
+
 run_mode() {
     local mode=$1 m=$1 out c reqs
     if [ "$mode" = off ]; then export SVERBS=off; else unset SVERBS; fi
@@ -662,13 +751,14 @@ run_mode() {
     for f in "$DIR"/*.log; do mv "$f" "$f.$mode"; done
 }
 
-# Reproduction knob (not used by meson): PROXY_RDMA_ONLY_RING=1 runs only ring_probe_case and
-# poll_budget_case.
+# Reproduction knob (not used by meson): PROXY_RDMA_ONLY_RING=1 runs only ring_probe_case,
+# poll_budget_case and pool_case.
 if [ -z "${PROXY_RDMA_ONLY_RING:-}" ]; then
     for mode in "${MODES[@]}"; do run_mode "$mode"; done
 fi
 unset SVERBS
 ring_probe_case on
 poll_budget_case on
+pool_case on
 echo "$PASSES passed, $FAILS failed"
 [ "$FAILS" = 0 ]
