@@ -28,6 +28,9 @@ void Client::on_data(StreamConn&, std::string_view data) {
 void Client::on_closed(StreamConn&) {
     w.on_client_closed(*this);
 }
+void Client::on_drained(StreamConn&) {
+    w.on_client_drained(*this);
+}
 
 void Ingress::apply_config(std::shared_ptr<const Config> cfg, bool initial) {
     cfg_ = std::move(cfg);

@@ -80,12 +80,12 @@ void Ingress::accept(int fd) {
 void Ingress::on_client_data(Client& c, std::string_view data) {
     c.last_active = now_ns();
     if (c.s.closing() || c.s.lingering_since()) return;
-    if (c.phase != Client::Phase::Reading || !c.in.empty()) {
+    if (c.phase != Client::Phase::Reading || !c.in.empty() || c.out_full) {
         c.in.append(data);
         // A client pipelining ahead of its answers: stop reading from it (back-pressure)
         // until its answers have gone out, instead of buffering without bound.
         if (c.in.size() > cfg_->ingress.connection_buffer_bytes) c.s.pause_recv(true);
-        if (c.phase == Client::Phase::Reading) {
+        if (c.phase == Client::Phase::Reading && !c.out_full) {
             size_t used = process(c, c.in);
             c.in.erase(0, used);
         }

@@ -33,7 +33,16 @@ void Ingress::after_response(Client& c) {
         account(c);
         return;
     }
-    if (!c.in.empty() && !c.s.closing()) {
+    // A client that does not read its answers gets no more of them than the buffer holds:
+    // its next pipelined request waits until they have gone (on_client_drained).
+    c.out_full = c.s.unsent() > cfg_->ingress.connection_buffer_bytes;
+    take_pending(c);
+}
+
+// The pipelined input waiting in `in` is taken up (while the answers fit), and reading
+// resumes once `in` has room.
+void Ingress::take_pending(Client& c) {
+    if (!c.in.empty() && !c.s.closing() && !c.out_full && c.phase == Client::Phase::Reading) {
         std::string pending;
         pending.swap(c.in);
         size_t used = process(c, pending);
@@ -44,6 +53,13 @@ void Ingress::after_response(Client& c) {
         c.s.pause_recv(false);
     }
     account(c);
+}
+
+void Ingress::on_client_drained(Client& c) {
+    if (!c.out_full) return;
+    c.out_full = false;
+    take_pending(c);
+    over_memory(c);
 }
 
 void Ingress::end_waiting(Client& c, bool answered) {
@@ -135,7 +151,9 @@ void Ingress::sweep(int64_t now) {
         }
         switch (c.phase) {
             case Client::Phase::Reading:
-                if (c.parser.started() || !c.in.empty()) {
+                // (a request waiting for the answers before it to go out is not late: the
+                // client is, and send_timeout_ms is its bound)
+                if ((c.parser.started() || !c.in.empty()) && !c.out_full) {
                     if (now - c.req_start > in.client_timeout_ms * kMs) {
                         m_.timeouts.inc();
                         c.keep_alive = false;

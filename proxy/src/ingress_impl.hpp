@@ -54,6 +54,7 @@ struct Client final : StreamConn::Events {
         : w(w), index(i), s(ring, *this), parser(HttpParser::Mode::Request, lim) {}
     void on_data(StreamConn&, std::string_view data) override;
     void on_closed(StreamConn&) override;
+    void on_drained(StreamConn&) override;
 
     Ingress& w;
     uint32_t index;
@@ -69,6 +70,9 @@ struct Client final : StreamConn::Events {
     int64_t req_start = 0, last_active = 0, arrival = 0;
     size_t accounted = 0;  // bytes counted in Ingress::buffered_
     bool keep_alive = true, head = false, sent_continue = false;
+    // Its answers waiting to go out fill connection_buffer_bytes: the next pipelined request
+    // waits in `in` until they have gone (on_drained).
+    bool out_full = false;
     std::string peer;
 };
 
@@ -91,6 +95,7 @@ class Ingress final : public ChannelEvents, public WorkerBase {
 
     void on_client_data(Client& c, std::string_view data);
     void on_client_closed(Client& c);
+    void on_client_drained(Client& c);
 
   private:
     void accept(int fd);
@@ -99,6 +104,7 @@ class Ingress final : public ChannelEvents, public WorkerBase {
     void respond(Client& c, int status, std::string_view headers, std::string_view body);
     void respond_local(Client& c, int status, std::string_view body, std::string_view extra = {});
     void after_response(Client& c);
+    void take_pending(Client& c);
     void end_waiting(Client& c, bool answered = false);
     void flush_upstream(Upstream& u, int64_t now);
     size_t batch_bytes(const Upstream& u, uint32_t target, uint32_t max_frame) const;

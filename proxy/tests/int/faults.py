@@ -900,6 +900,84 @@ def http_correctness(st):
 
 
 @test
+def pipeline_unread_bound(st):
+    """9. A client that pipelines requests and does not read its answers: the ingress takes
+    its next request only while the answers waiting to go out fit in connection_buffer_bytes,
+    so what it buffers stays bounded (before: it went on answering every pipelined request
+    into memory until send_timeout_ms).  Once the client reads, every request is answered,
+    in order, exactly once."""
+    big = b"y" * (32 * 1024)  # (under malloc's mmap threshold: meson's MALLOC_PERTURB_)
+
+    def rule(method, path, hdrs, body, cno, n):
+        return ok_response(big)
+
+    fake = FakeService(rule)
+    st.upstreams = fake_upstream(fake.port, pool=2, pipeline=1)
+    # (a request waiting for the answers before it is not a slow client: client_timeout_ms
+    # runs out while the client does not read, and must not answer it 408)
+    st.ingress_extra = ("connection_buffer_bytes = \"256KiB\"\nsend_timeout_ms = 60000\n"
+                        "client_timeout_ms = 1000\n")
+    if not check(st.up(compute=False), "stack answers 200"):
+        return
+    n = 600
+    base = fake.count("GET", "/f/big")
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(30)
+    s.connect(("127.0.0.1", st.p_in))
+    with s:
+        s.sendall(b"".join(b"GET /f/big HTTP/1.1\r\nHost: x\r\n\r\n" for _ in range(n)))
+        t0 = time.monotonic()
+        # until the service has seen no new request for a second (every one, before the fix)
+        last, still = -1, 0
+        while still < 5 and fake.count("GET", "/f/big") - base < n:
+            c = fake.count("GET", "/f/big") - base
+            still = still + 1 if c == last else 0
+            last = c
+            time.sleep(0.2)
+        seen = fake.count("GET", "/f/big") - base
+        time.sleep(max(0.0, t0 + 2.5 - time.monotonic()))  # past client_timeout_ms
+        # 256 KiB of answers waiting, the one being answered, and what the sockets hold (the
+        # sender's buffer grows up to tcp_wmem's maximum; the receiver's was set small)
+        with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+            wmem = int(f.read().split()[2])
+        bound = (256 * 1024 + wmem + 64 * 1024) // len(big) + 2
+        check(0 < seen <= bound < n,
+              f"requests taken while the client does not read: {seen} of {n} (bound {bound})")
+        # streamed: a head, then its body checked as it comes (no copy of 37 MB)
+        head, body_left, body_ok, answers = b"", 0, True, []
+        buf = bytearray(1 << 16)  # one buffer: a fresh one per recv costs a lot under
+        while len(answers) < n or body_left:  # MALLOC_PERTURB_ (the socket gives ~4 KB)
+            got = s.recv_into(buf)
+            if not got:
+                break
+            chunk = bytes(buf[:got])
+            while chunk:
+                if body_left:
+                    part, chunk = chunk[:body_left], chunk[body_left:]
+                    body_ok = body_ok and part.count(b"y") == len(part)
+                    body_left -= len(part)
+                    if not body_left:
+                        answers[-1] = (answers[-1][0], body_ok)
+                    continue
+                head += chunk
+                chunk = b""
+                end = head.find(b"\r\n\r\n")
+                if end < 0:
+                    break
+                m = re.search(rb"(?i)content-length: *(\d+)", head[:end])
+                body_left = int(m.group(1)) if m else 0
+                ok_len = body_left == len(big)
+                answers.append((head[:12], False))
+                body_ok = ok_len
+                head, chunk = b"", head[end + 4:]
+    ok = sum(1 for h, b in answers if h == b"HTTP/1.1 200" and b)
+    check(len(answers) == n and ok == n, f"every pipelined request answered 200 once: {ok} of "
+          f"{len(answers)} answers, {n} requests")
+    check(fake.count("GET", "/f/big") - base == n, "the service saw each request once")
+
+
+@test
 def small_frame(st):
     """9b. A [channel] max_frame_bytes under 128 KiB (64 KiB here): a service's answer too big
     for one frame gets 502 on its own, and the channel stays up, so a request in flight beside
