@@ -102,12 +102,25 @@ void Egress::on_reload(std::shared_ptr<const Config> r) {
     }
 }
 
+// f on every live channel.  f may take a channel down (an RDMA post that fails inside
+// goodbye() or close()), and on_channel_down erases it from outs_: not a walk over outs_.
+template <class F>
+void Egress::each_channel(F&& f) {
+    std::vector<std::pair<uint32_t, Channel*>> chans;
+    chans.reserve(outs_.size());
+    for (auto& [id, o] : outs_) chans.emplace_back(id, o.ch);
+    for (auto [id, ch] : chans) {
+        auto it = outs_.find(id);
+        if (it != outs_.end() && it->second.ch == ch) f(*ch);
+    }
+}
+
 void Egress::on_drain(int64_t now) {
     drain_deadline_ = now + cfg_->egress.drain_timeout_ms * kMs;
     transport_->stop_listening();
     if (metrics_srv_) metrics_srv_->stop();
     // Goodbye: ingress stops sending new batches here; outstanding ones still finish.
-    for (auto& [id, o] : outs_) o.ch->goodbye();
+    each_channel([](Channel& ch) { ch.goodbye(); });
     if (ctx_.index == 0) spdlog::info("draining: {} requests in progress", jobs_live_);
 }
 
@@ -209,8 +222,7 @@ int Egress::run(const ReadyFn& ready) {
             bool pending = jobs_live_ > 0;
             for (auto& [id, o] : outs_) pending = pending || !o.ready.empty() || o.count > 0;
             if ((!pending && transport_->passive_count() == 0) || now > drain_deadline_) break;
-            if (!pending)
-                for (auto& [id, o] : outs_) o.ch->close();
+            if (!pending) each_channel([](Channel& ch) { ch.close(); });
         }
     }
     return 0;

@@ -161,6 +161,8 @@ class Egress final : public ChannelEvents, public WorkerBase {
     void complete(Job* j, int status, std::string_view headers, std::string_view body);
     void fail(Job* j, int status, std::string_view why);
     void flush_out();
+    template <class F>
+    void each_channel(F&& f);
     void sweep(int64_t now);
 
     WorkerContext ctx_;
