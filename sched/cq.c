@@ -546,6 +546,20 @@ static void stale_expire(struct sverbs_cq *scq)
 }
 
 /*
+ * The raw CQ was read to its end (CQ lock held): what QPs destroyed or
+ * reset before left in it is gone, and so are the units it held.
+ */
+static void raw_read_out(struct sverbs_cq *scq)
+{
+	if (scq->nstale)
+		stale_expire(scq);
+	if (scq->hr_late) {
+		sv_hr_give(scq, scq->hr_late);
+		scq->hr_late = 0;
+	}
+}
+
+/*
  * An internal completion of a destroyed QP (absorbed), or of one whose
  * destroy is under way (parked).
  */
@@ -970,6 +984,28 @@ void sv_cq_headroom_back(struct sverbs_cq *scq)
 }
 
 /*
+ * A QP was destroyed or reset with WQEs in flight (CQ lock held): units is
+ * how many of them had taken a shared unit, reserved whether its reserved
+ * CQE's WQE was one (the QP's own CQE: at a destroy the limit has grown by
+ * it, at a reset the QP may post another into it).  Their CQEs may be in
+ * the raw CQ still, each in a place those units stand for: they stay in
+ * use until the raw CQ is read to its end, here at once if the ready ring
+ * has room, else at a later poll.
+ */
+void sv_cq_late_units(struct sverbs_cq *scq, uint32_t units, bool reserved)
+{
+	if (reserved) {
+		atomic_fetch_add(&scq->hr_used, 1);
+		units++;
+	}
+	if (!units)
+		return;
+	scq->hr_late += units;
+	backlog_set(scq);
+	sv_cq_drain(scq);
+}
+
+/*
  * pump_waiting() for an arm or a kick (no CQ lock held by the caller,
  * unless through its extended poll).  The CQ's lock may be held by a thread
  * inside its extended poll loop, which may be arming this thread's CQ from
@@ -1033,7 +1069,7 @@ static void finish_round(struct sverbs_cq *scq, struct sv_touched *t)
 	scq->poll_gen++;
 	pump_waiting(scq, SV_PUMP_POLL);
 	/* nothing left for the fast path to overtake */
-	if (!scq->rcount && !scq->nstale && sv_cq_backlog(scq))
+	if (!scq->rcount && !scq->nstale && !scq->hr_late && sv_cq_backlog(scq))
 		atomic_fetch_and(scq->fast.state, ~SVERBS_CQ_BACKLOG);
 }
 
@@ -1056,8 +1092,8 @@ void sv_cq_drain(struct sverbs_cq *scq)
 		for (i = 0; i < got; i++)
 			translate(scq, &raw[i], &e, &t);
 	} while (got == SV_POLL_BATCH);
-	if (got >= 0 && got < SV_POLL_BATCH && scq->nstale)
-		stale_expire(scq);
+	if (got >= 0 && got < SV_POLL_BATCH && (scq->nstale || scq->hr_late))
+		raw_read_out(scq);
 	finish_round(scq, &t);
 	/*
 	 * Inside this thread's extended poll of the CQ (a QP reset or
@@ -1123,8 +1159,8 @@ static int poll_round(struct sverbs_cq *scq, int ne, struct ibv_wc *wc, int n,
 	full = got == ne - n;
 	n = translate_polled(scq, ne, wc, n, got, t);
 	/* the stale CQEs of destroyed QPs were all read: forget them */
-	if (!full && scq->nstale)
-		stale_expire(scq);
+	if (!full && (scq->nstale || scq->hr_late))
+		raw_read_out(scq);
 	/* what spilled to the ready ring is served first: no more rounds */
 	*more = full && !scq->rcount;
 	return n;

@@ -69,6 +69,13 @@ struct sverbs_cq {
 	struct sv_stale_qp *stale; /* [0, nstale) of stale_cap */
 	uint32_t nstale;
 	uint32_t stale_cap;
+	/*
+	 * Headroom units of WQEs a QP had in flight when it was destroyed or
+	 * reset: their CQEs may still be in the raw CQ (rxe leaves them; mlx5
+	 * cleans it), so the units stay in hr_used until the raw CQ is next
+	 * read to its end (sv_cq_late_units()).
+	 */
+	uint32_t hr_late;
 
 	/* completions to deliver before the raw CQ */
 	struct ibv_wc *ready;

@@ -478,6 +478,28 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	return sqp;
 }
 
+/*
+ * Before a destroy's or a reset's flush (QP and CQ locks held): the headroom
+ * of the WQEs in flight stays taken, for the CQEs the provider may have left
+ * in the raw CQ (sv_cq_late_units()).  Returns the shared units among them;
+ * *reserved: the WQE of the QP's reserved CQE is one.
+ */
+static uint32_t inflight_units_keep(struct sverbs_qp *sqp, bool *reserved)
+{
+	struct sv_wqe *q;
+	uint32_t n = 0;
+	uint64_t seq;
+
+	*reserved = false;
+	for (seq = sqp->seq_head; seq < sqp->seq_next; seq++) {
+		q = sv_wqe_at(sqp, seq);
+		n += q->cost;
+		*reserved = *reserved || q->reserved;
+		q->cost = false; /* (its release gives nothing back) */
+	}
+	return n;
+}
+
 void sverbs_qp_modify_pre(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 			  int attr_mask)
 {
@@ -502,7 +524,8 @@ void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 			   int attr_mask, int ret)
 {
 	struct sv_emit e = { .scq = sqp->scq };
-	bool taken;
+	bool taken, reserved;
+	uint32_t units;
 
 	if (ret || !(attr_mask & IBV_QP_STATE))
 		return;
@@ -512,11 +535,13 @@ void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 	if (attr->qp_state == IBV_QPS_RESET) {
 		taken = sv_cq_lock(sqp->scq);
 		pthread_spin_lock(&sqp->lock);
+		units = inflight_units_keep(sqp, &reserved);
 		sv_qp_flush_all(sqp, &e);
 		sqp->dead = false;
 		sqp->hw_err = false;
 		sqp->nop_owed = false;
 		pthread_spin_unlock(&sqp->lock);
+		sv_cq_late_units(sqp->scq, units, reserved);
 		sv_cq_headroom_back(sqp->scq);
 		sv_cq_unlock(sqp->scq, taken);
 		return;
@@ -555,7 +580,8 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 {
 	struct sverbs_cq *scq = sqp->scq;
 	struct sv_emit e = { .scq = scq };
-	bool taken;
+	bool taken, reserved;
+	uint32_t units;
 
 	if (ret) {
 		/*
@@ -591,9 +617,11 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 	taken = sv_cq_lock(scq);
 	pthread_spin_lock(&sqp->lock);
 	sv_qp_unhold(sqp);
+	units = inflight_units_keep(sqp, &reserved);
 	sv_qp_flush_all(sqp, &e);
 	sv_cq_unregister(scq, sqp);
 	pthread_spin_unlock(&sqp->lock);
+	sv_cq_late_units(scq, units, reserved);
 	sv_cq_headroom_back(scq);
 	sv_cq_unlock(scq, taken);
 	if (sqp->qpx)
