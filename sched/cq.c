@@ -1069,7 +1069,7 @@ static void finish_round(struct sverbs_cq *scq, struct sv_touched *t)
 	scq->poll_gen++;
 	pump_waiting(scq, SV_PUMP_POLL);
 	/* nothing left for the fast path to overtake */
-	if (!scq->rcount && !scq->nstale && !scq->hr_late && sv_cq_backlog(scq))
+	if (sv_cq_backlog(scq) && !scq->rcount && !scq->nstale && !scq->hr_late)
 		atomic_fetch_and(scq->fast.state, ~SVERBS_CQ_BACKLOG);
 }
 
