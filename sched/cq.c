@@ -989,20 +989,22 @@ void sv_cq_headroom_back(struct sverbs_cq *scq)
  * CQE's WQE was one (the QP's own CQE: at a destroy the limit has grown by
  * it, at a reset the QP may post another into it).  Their CQEs may be in
  * the raw CQ still, each in a place those units stand for: they stay in
- * use until the raw CQ is read to its end, here at once if the ready ring
- * has room, else at a later poll.
+ * use until the raw CQ is read to its end (the caller drains it when this
+ * returns true: at once if the ready ring has room, else at a later poll).
+ * At a destroy, before the unregistration grows the limit by the reserved
+ * CQE: a take in between finds no unit (and waits), not that one.
  */
-void sv_cq_late_units(struct sverbs_cq *scq, uint32_t units, bool reserved)
+bool sv_cq_late_units(struct sverbs_cq *scq, uint32_t units, bool reserved)
 {
 	if (reserved) {
 		atomic_fetch_add(&scq->hr_used, 1);
 		units++;
 	}
 	if (!units)
-		return;
+		return false;
 	scq->hr_late += units;
 	backlog_set(scq);
-	sv_cq_drain(scq);
+	return true;
 }
 
 /*

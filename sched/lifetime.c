@@ -524,7 +524,7 @@ void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 			   int attr_mask, int ret)
 {
 	struct sv_emit e = { .scq = sqp->scq };
-	bool taken, reserved;
+	bool taken, reserved, late;
 	uint32_t units;
 
 	if (ret || !(attr_mask & IBV_QP_STATE))
@@ -537,11 +537,13 @@ void sverbs_qp_modify_post(struct sverbs_qp *sqp, struct ibv_qp_attr *attr,
 		pthread_spin_lock(&sqp->lock);
 		units = inflight_units_keep(sqp, &reserved);
 		sv_qp_flush_all(sqp, &e);
+		late = sv_cq_late_units(sqp->scq, units, reserved);
 		sqp->dead = false;
 		sqp->hw_err = false;
 		sqp->nop_owed = false;
 		pthread_spin_unlock(&sqp->lock);
-		sv_cq_late_units(sqp->scq, units, reserved);
+		if (late)
+			sv_cq_drain(sqp->scq);
 		sv_cq_headroom_back(sqp->scq);
 		sv_cq_unlock(sqp->scq, taken);
 		return;
@@ -580,7 +582,7 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 {
 	struct sverbs_cq *scq = sqp->scq;
 	struct sv_emit e = { .scq = scq };
-	bool taken, reserved;
+	bool taken, reserved, late;
 	uint32_t units;
 
 	if (ret) {
@@ -619,9 +621,11 @@ void sverbs_qp_destroy_post(struct sverbs_qp *sqp, int ret)
 	sv_qp_unhold(sqp);
 	units = inflight_units_keep(sqp, &reserved);
 	sv_qp_flush_all(sqp, &e);
+	late = sv_cq_late_units(scq, units, reserved);
 	sv_cq_unregister(scq, sqp);
 	pthread_spin_unlock(&sqp->lock);
-	sv_cq_late_units(scq, units, reserved);
+	if (late)
+		sv_cq_drain(scq);
 	sv_cq_headroom_back(scq);
 	sv_cq_unlock(scq, taken);
 	if (sqp->qpx)
