@@ -348,50 +348,50 @@ shared_cq_case() {
 #   B 840 KB -> at ~1280 KB it needs ~817 KB of padding + 840 KB > 2 MiB - 880 KB free
 # B must reach the egress while the service is still stopped.  Before the probe it waited
 # for the heartbeat (or for A's answer).
-ring_probe_case() {
-    local m=$1 c t0 f=$FAILS
-    cat > "$DIR/ring.toml" << TOML
+# pair_start NAME PORTS CONNECTIONS CHANNEL INGRESS UPSTREAM: a pair of its own (ingress on rxe0,
+# egress and compute on rxe1, one worker each) from $DIR/NAME.toml, for the cases below.
+# PORTS: "in imet eg met svc"; CHANNEL, INGRESS, UPSTREAM: lines added to those sections.
+# Sets PAIR_PIDS (compute, egress, ingress) and PAIR_URL; waits for 200 from /healthz (a
+# counted check, DESC) and returns 1, the pair stopped, if it never comes.
+pair_start() {
+    local name=$1 conns=$3 chx=$4 inx=$5 upx=$6 desc=$7 pin pimet peg pmet psvc
+    read -r pin pimet peg pmet psvc <<< "$2"
+    cat > "$DIR/$name.toml" << TOML
 log_level = "info"
 
 [channel]
 transport = "rdma"
 credits = 16
-slot_bytes = "64KiB"
-large_ring_bytes = "2MiB"
-max_frame_bytes = "1MiB"
 reconnect_min_ms = 20
 reconnect_max_ms = 200
-heartbeat_ms = 60000
 connect_timeout_ms = 3000
+$chx
 
 [ingress]
-listen = "$IN_IP:$P_IN3"
+listen = "$IN_IP:$pin"
 workers = 1
-max_body_bytes = "900KiB"
-request_timeout_ms = 160000
-metrics_listen = "$IN_IP:$P_IMET3"
+metrics_listen = "$IN_IP:$pimet"
+$inx
 
 [[ingress.egress]]
 name = "gpu"
-address = "$EG_IP:$P_EG3"
+address = "$EG_IP:$peg"
 source = "$IN_IP"
-connections = 1
+connections = $conns
 
 [egress]
-listen = "$EG_IP:$P_EG3"
+listen = "$EG_IP:$peg"
 workers = 1
-metrics_listen = "$EG_IP:$P_MET3"
+metrics_listen = "$EG_IP:$pmet"
 
 [[upstream]]
 name = "compute"
 egress = ["gpu"]
 class = "latency"
 slo_p99_ms = 2000
-controller = "aimd"
-service = "$EG_IP:$P_SVC3"
-pool = 4
-service_timeout_ms = 150000
+service = "$EG_IP:$psvc"
 service_connect_timeout_ms = 500
+$upx
 
 [[route]]
 prefix = "/echo"
@@ -401,22 +401,57 @@ upstream = "compute"
 prefix = "/healthz"
 upstream = "compute"
 TOML
-    "$COMPUTE" -l $EG_IP:$P_SVC3 -w 1 >> "$DIR/ring-compute.log" 2>&1 &
-    local cpid=$!
-    "$PROXY" -c "$DIR/ring.toml" --role egress >> "$DIR/ring-egress.log" 2>&1 &
-    local epid=$!
-    "$PROXY" -c "$DIR/ring.toml" --role ingress >> "$DIR/ring-ingress.log" 2>&1 &
-    local ipid=$!
-    PIDS+=("$cpid" "$epid" "$ipid")
-    local url=http://$IN_IP:$P_IN3
-    ring_up() { [ "$(code --max-time 2 "$url/healthz")" = 200 ]; }
+    "$COMPUTE" -l "$EG_IP:$psvc" -w 1 >> "$DIR/$name-compute.log" 2>&1 &
+    PAIR_PIDS=($!)
+    "$PROXY" -c "$DIR/$name.toml" --role egress >> "$DIR/$name-egress.log" 2>&1 &
+    PAIR_PIDS+=($!)
+    "$PROXY" -c "$DIR/$name.toml" --role ingress >> "$DIR/$name-ingress.log" 2>&1 &
+    PAIR_PIDS+=($!)
+    PIDS+=("${PAIR_PIDS[@]}")
+    PAIR_URL=http://$IN_IP:$pin
+    pair_up() { [ "$(code --max-time 2 "$PAIR_URL/healthz")" = 200 ]; }
+    if ! check "$desc" wait_until 120 "200 from /healthz" pair_up; then
+        logs
+        pair_stop
+        return 1
+    fi
+}
+pair_stop() {
+    kill -9 "${PAIR_PIDS[@]}" 2> /dev/null
+    wait "${PAIR_PIDS[@]}" 2> /dev/null
+}
+
+# burst DESC N FILE CURL-ARGS...: N requests at once, each one's status a line of FILE; a
+# counted check that every one was answered 200 (the statuses seen in its description)
+burst() {
+    local desc=$1 n=$2 f=$3 i ok codes
+    shift 3
+    : > "$f"
+    for i in $(seq 1 "$n"); do
+        curl -s -o /dev/null --max-time 55 -w '%{http_code}\n' "$@" >> "$f" &
+    done
+    wait_until 60 "$n answers" eval '[ "$(wc -l < "$f")" -ge $n ]'
+    ok=$(grep -c '^200$' "$f")
+    codes=$(sort "$f" | uniq -c | tr -s ' \n' ' ')
+    check "$desc (${codes})" [ "$ok" = "$n" ]
+}
+
+ring_probe_case() {
+    local m=$1 c t0 f=$FAILS
+    pair_start ring "$P_IN3 $P_IMET3 $P_EG3 $P_MET3 $P_SVC3" 1 \
+        'slot_bytes = "64KiB"
+large_ring_bytes = "2MiB"
+max_frame_bytes = "1MiB"
+heartbeat_ms = 60000' \
+        'max_body_bytes = "900KiB"
+request_timeout_ms = 160000' \
+        'controller = "aimd"
+pool = 4
+service_timeout_ms = 150000' \
+        "[$m] ring probe: its own pair answers" || return
+    local cpid=${PAIR_PIDS[0]} url=$PAIR_URL
     eg_rx() { metric_sum "http://$EG_IP:$P_MET3/metrics" 'sverbs_proxy_channel_bytes_received_total{role="egress"'; }
     eg_rx_ge() { [ "$(eg_rx)" -ge "$1" ]; }
-    if ! check "[$m] ring probe: its own pair answers" wait_until 120 "200 from /healthz" ring_up; then
-        logs
-        kill -9 $cpid $epid $ipid 2> /dev/null
-        return
-    fi
     head -c 400000 /dev/urandom > "$DIR/ring-x.bin"
     head -c 880000 /dev/urandom > "$DIR/ring-a.bin"
     head -c 840000 /dev/urandom > "$DIR/ring-b.bin"
@@ -443,8 +478,7 @@ TOML
             ring_echoed "$(cat "$DIR/ring-$c.code")" $c
     done
     [ "$FAILS" = "$f" ] || logs
-    kill -9 $cpid $epid $ipid 2> /dev/null
-    wait $cpid $epid $ipid 2> /dev/null
+    pair_stop
 }
 
 # A CQ's poll stops at rdma_poll_budget completions.  The CQ raises no new event for what it
@@ -452,79 +486,18 @@ TOML
 # next completion to come (the heartbeat's, at the end of a burst): with a budget of one
 # completion, the burst's last requests were answered 504 after request_timeout_ms.
 poll_budget_case() {
-    local m=$1 f=$FAILS i n=32 ok=0 codes
-    cat > "$DIR/budget.toml" << TOML
-log_level = "info"
-
-[channel]
-transport = "rdma"
-credits = 16
-rdma_poll_budget = 1
-reconnect_min_ms = 20
-reconnect_max_ms = 200
-heartbeat_ms = 60000
-connect_timeout_ms = 3000
-
-[ingress]
-listen = "$IN_IP:$P_IN4"
-workers = 1
-request_timeout_ms = 40000
-metrics_listen = "$IN_IP:$P_IMET4"
-
-[[ingress.egress]]
-name = "gpu"
-address = "$EG_IP:$P_EG4"
-source = "$IN_IP"
-connections = 1
-
-[egress]
-listen = "$EG_IP:$P_EG4"
-workers = 1
-metrics_listen = "$EG_IP:$P_MET4"
-
-[[upstream]]
-name = "compute"
-egress = ["gpu"]
-class = "latency"
-slo_p99_ms = 2000
-service = "$EG_IP:$P_SVC4"
-pool = 8
-service_timeout_ms = 30000
-service_connect_timeout_ms = 500
-
-[[route]]
-prefix = "/echo"
-upstream = "compute"
-
-[[route]]
-prefix = "/healthz"
-upstream = "compute"
-TOML
-    "$COMPUTE" -l $EG_IP:$P_SVC4 -w 1 >> "$DIR/budget-compute.log" 2>&1 &
-    local cpid=$!
-    "$PROXY" -c "$DIR/budget.toml" --role egress >> "$DIR/budget-egress.log" 2>&1 &
-    local epid=$!
-    "$PROXY" -c "$DIR/budget.toml" --role ingress >> "$DIR/budget-ingress.log" 2>&1 &
-    local ipid=$!
-    PIDS+=("$cpid" "$epid" "$ipid")
-    local url=http://$IN_IP:$P_IN4
-    budget_up() { [ "$(code --max-time 2 "$url/healthz")" = 200 ]; }
-    if ! check "[$m] poll budget 1: its own pair answers" wait_until 120 "200 from /healthz" budget_up; then
-        logs
-        kill -9 $cpid $epid $ipid 2> /dev/null
-        return
-    fi
-    for i in $(seq 1 $n); do
-        curl -s -o /dev/null --max-time 55 -w '%{http_code}\n' --data "burst $i" "$url/echo" \
-            >> "$DIR/budget-codes" &
-    done
-    wait_until 60 "$n answers" eval '[ "$(wc -l < "$DIR/budget-codes")" -ge $n ]'
-    ok=$(grep -c '^200$' "$DIR/budget-codes")
-    codes=$(sort "$DIR/budget-codes" | uniq -c | tr -s ' \n' ' ')
-    check "[$m] poll budget 1: a burst of $n requests all answered 200 (${codes})" [ "$ok" = $n ]
+    local m=$1 f=$FAILS
+    pair_start budget "$P_IN4 $P_IMET4 $P_EG4 $P_MET4 $P_SVC4" 1 \
+        'rdma_poll_budget = 1
+heartbeat_ms = 60000' \
+        'request_timeout_ms = 40000' \
+        'pool = 8
+service_timeout_ms = 30000' \
+        "[$m] poll budget 1: its own pair answers" || return
+    burst "[$m] poll budget 1: a burst of 32 requests all answered 200" 32 "$DIR/budget-codes" \
+        --data burst "$PAIR_URL/echo"
     [ "$FAILS" = "$f" ] || logs
-    kill -9 $cpid $epid $ipid 2> /dev/null
-    wait $cpid $epid $ipid 2> /dev/null
+    pair_stop
 }
 
 # Frames are assembled in a pool chunk the channel borrows (frame_buffer()).  A frame small
@@ -532,86 +505,28 @@ TOML
 # chunk for good, and with fewer chunks than channels the others found none for a frame that
 # is not inline, and their requests waited until request_timeout_ms (504).
 pool_case() {
-    local m=$1 f=$FAILS i n=24 ok codes
-    cat > "$DIR/pool.toml" << TOML
-log_level = "info"
-
-[channel]
-transport = "rdma"
-credits = 16
-rdma_pool_chunks = 2
-reconnect_min_ms = 20
-reconnect_max_ms = 200
-heartbeat_ms = 1000
-connect_timeout_ms = 3000
-
-[ingress]
-listen = "$IN_IP:$P_IN5"
-workers = 1
-request_timeout_ms = 30000
-metrics_listen = "$IN_IP:$P_IMET5"
-
-[[ingress.egress]]
-name = "gpu"
-address = "$EG_IP:$P_EG5"
-source = "$IN_IP"
-connections = 4
-
-[egress]
-listen = "$EG_IP:$P_EG5"
-workers = 1
-metrics_listen = "$EG_IP:$P_MET5"
-
-[[upstream]]
-name = "compute"
-egress = ["gpu"]
-class = "latency"
-slo_p99_ms = 2000
-service = "$EG_IP:$P_SVC5"
-pool = 8
-service_timeout_ms = 25000
-service_connect_timeout_ms = 500
-
-[[route]]
-prefix = "/echo"
-upstream = "compute"
-
-[[route]]
-prefix = "/healthz"
-upstream = "compute"
-TOML
-    "$COMPUTE" -l $EG_IP:$P_SVC5 -w 1 >> "$DIR/pool-compute.log" 2>&1 &
-    local cpid=$!
-    "$PROXY" -c "$DIR/pool.toml" --role egress >> "$DIR/pool-egress.log" 2>&1 &
-    local epid=$!
-    "$PROXY" -c "$DIR/pool.toml" --role ingress >> "$DIR/pool-ingress.log" 2>&1 &
-    local ipid=$!
-    PIDS+=("$cpid" "$epid" "$ipid")
-    local url=http://$IN_IP:$P_IN5
-    pool_up() { [ "$(code --max-time 2 "$url/healthz")" = 200 ]; }
+    local m=$1 f=$FAILS n=24 body
+    pair_start pool "$P_IN5 $P_IMET5 $P_EG5 $P_MET5 $P_SVC5" 4 \
+        'rdma_pool_chunks = 2
+heartbeat_ms = 1000' \
+        'request_timeout_ms = 30000' \
+        'pool = 8
+service_timeout_ms = 25000' \
+        "[$m] pool of 2 chunks: its own pair answers" || return
     pool_chans() { [ "$(metric_sum "http://$IN_IP:$P_IMET5/metrics" 'sverbs_proxy_channel_up')" -ge 4 ]; }
-    if ! check "[$m] pool of 2 chunks: its own pair answers" wait_until 120 "200 from /healthz" pool_up ||
-        ! check "[$m] pool of 2 chunks: 4 channels up" wait_until 60 "4 channels up" pool_chans; then
+    if ! check "[$m] pool of 2 chunks: 4 channels up" wait_until 60 "4 channels up" pool_chans; then
         logs
-        kill -9 $cpid $epid $ipid 2> /dev/null
+        pair_stop
         return
     fi
     head -c 3000 /dev/zero | tr '\0' x > "$DIR/pool-big.txt"
     # small frames (inline) on every channel first, then frames that need a chunk
     for body in small "@$DIR/pool-big.txt"; do
-        : > "$DIR/pool-codes"
-        for i in $(seq 1 $n); do
-            curl -s -o /dev/null --max-time 40 -w '%{http_code}\n' --data "$body" "$url/echo" \
-                >> "$DIR/pool-codes" &
-        done
-        wait_until 60 "$n answers" eval '[ "$(wc -l < "$DIR/pool-codes")" -ge $n ]'
-        ok=$(grep -c '^200$' "$DIR/pool-codes")
-        codes=$(sort "$DIR/pool-codes" | uniq -c | tr -s ' \n' ' ')
-        check "[$m] pool of 2 chunks, 4 channels: $n requests (${body#@$DIR/}) all answered 200 (${codes})" [ "$ok" = $n ]
+        burst "[$m] pool of 2 chunks, 4 channels: $n requests (${body#@$DIR/}) all answered 200" \
+            $n "$DIR/pool-codes" --data "$body" "$PAIR_URL/echo"
     done
     [ "$FAILS" = "$f" ] || logs
-    kill -9 $cpid $epid $ipid 2> /dev/null
-    wait $cpid $epid $ipid 2> /dev/null
+    pair_stop
 }
 
 run_mode() {
