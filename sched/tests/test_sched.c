@@ -1598,6 +1598,118 @@ static void late_cqes_case(bool reset)
 	teardown();
 }
 
+/*
+ * Fill the CQ's ready ring until fewer than two poll batches fit: QP q,
+ * reset again and again with WRs outstanding, leaves one flush each there,
+ * which the application does not poll (their ids: 300 up).  Resets, not
+ * destroys: a destroyed QP's record would have the raw CQ read out anyway.
+ */
+static int fill_ready_ring(int q)
+{
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_RESET };
+	int rounds = 0, flushed = 0, i, k;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(q, 128, false));
+	while (scq->rcap - scq->rcount >= 64) {
+		CU_ASSERT_FATAL(++rounds < 8);
+		/* at most 40 free at the end, and none dropped */
+		k = (int)(scq->rcap - scq->rcount) - 40;
+		k = k < 120 ? k : 120;
+		for (i = 0; i < k; i++)
+			CU_ASSERT_EQUAL(post(sqp[q],
+					     (uint64_t)(300 + flushed + i),
+					     IBV_WR_SEND, 8, IBV_SEND_SIGNALED),
+					0);
+		sverbs_qp_modify_pre(sqp[q], &at, IBV_QP_STATE);
+		fk->sq[q].done = fk->sq[q].posted; /* the hardware forgets */
+		sverbs_qp_modify_post(sqp[q], &at, IBV_QP_STATE, 0);
+		flushed += k;
+	}
+	CU_ASSERT_EQUAL(scq->nstale, 0);
+	return flushed;
+}
+
+/*
+ * late_cqes_case() when the ready ring has no room for the raw CQ's read
+ * at the destroy or reset (sv_cq_drain() stops): the units stay in use
+ * (hr_late) until a later poll reads the raw CQ to its end, then come back.
+ * Guards, each seen red by breaking it: units given back at once (the CQ
+ * overflows), the drain reading on regardless (the precondition fails), a
+ * poll that never gives them back (reset: QP 1's WRITE waits for headroom
+ * for ever; a destroy's record of the QP has its poll read out anyway).
+ */
+static void late_cqes_deferred_case(bool reset)
+{
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_RESET };
+	static struct ibv_wc wc[1200];
+	int count[1300] = {}, i, n, k, flushed;
+
+	cfg_default();
+	cfg.cq_headroom = 7; /* QP 2's reserved CQE, and late_cqes_case()'s */
+	cfg.window_slices = 8;
+	cfg.window_signals = 8; /* a CQE per slice */
+	setup(8);
+	fk->resize_fails = true;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 16, false));
+	flushed = fill_ready_ring(2);
+	CU_ASSERT_EQUAL_FATAL(scq->rcount, (uint32_t)flushed);
+	CU_ASSERT_EQUAL(
+		post(sqp[0], 100, IBV_WR_RDMA_WRITE, 8 * SL, IBV_SEND_SIGNALED),
+		0);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 4);
+	if (reset) {
+		sverbs_qp_modify_pre(sqp[0], &at, IBV_QP_STATE);
+		k = fk_complete(0, -1);
+		sverbs_qp_modify_post(sqp[0], &at, IBV_QP_STATE, 0);
+	} else {
+		sverbs_qp_destroy_pre(sqp[0]);
+		k = fk_complete(0, -1);
+		sverbs_qp_destroy_post(sqp[0], 0);
+		sqp[0] = NULL;
+	}
+	CU_ASSERT(k > 0);
+	/* not read yet: the units wait for a poll that reads it */
+	CU_ASSERT(fk->cq_n > 0);
+	CU_ASSERT(scq->hr_late > 0);
+	CU_ASSERT(atomic_load(&scq->hr_used) >= scq->hr_late);
+	for (i = 0; i < 8; i++)
+		CU_ASSERT_EQUAL(post(sqp[1], (uint64_t)i, IBV_WR_SEND, 8,
+				     IBV_SEND_SIGNALED),
+				0);
+	fk_complete(1, -1);
+	CU_ASSERT_EQUAL(
+		post(sqp[1], 200, IBV_WR_RDMA_WRITE, 8 * SL, IBV_SEND_SIGNALED),
+		0);
+	fk_fail_next(1, IBV_WC_REM_ACCESS_ERR);
+	CU_ASSERT_FALSE(fk->cq_overflow);
+	n = drain(1, wc, 1200);
+	count_ids(wc, n, count, 1300);
+	for (i = 0; i < 8; i++)
+		CU_ASSERT_EQUAL(count[i], 1);
+	for (i = 300; i < 300 + flushed; i++)
+		CU_ASSERT_EQUAL(count[i], 1);
+	CU_ASSERT_EQUAL(count[100], 1);
+	CU_ASSERT_EQUAL(count[200], 1);
+	CU_ASSERT_EQUAL(n, 10 + flushed);
+	CU_ASSERT_FALSE(fk->cq_overflow);
+	CU_ASSERT_EQUAL(scq->dropped, 0);
+	/* the raw CQ was read to its end: every unit is back */
+	CU_ASSERT_EQUAL(scq->hr_late, 0);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 0);
+	teardown();
+}
+
+static void test_headroom_destroy_late_cqes_deferred(void)
+{
+	late_cqes_deferred_case(false);
+}
+
+static void test_headroom_reset_late_cqes_deferred(void)
+{
+	late_cqes_deferred_case(true);
+}
+
 static void test_headroom_destroy_late_cqes(void)
 {
 	late_cqes_case(false);
@@ -5542,6 +5654,10 @@ int main(void)
 		  test_headroom_destroy_late_cqes },
 		{ "headroom: a reset's late CQEs keep their units",
 		  test_headroom_reset_late_cqes },
+		{ "headroom: a destroy's late CQEs, the ready ring full",
+		  test_headroom_destroy_late_cqes_deferred },
+		{ "headroom: a reset's late CQEs, the ready ring full",
+		  test_headroom_reset_late_cqes_deferred },
 		{ "headroom: a take racing a registration",
 		  test_headroom_take_races_register },
 		{ "headroom freed by a destroy",
