@@ -696,6 +696,18 @@ void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 }
 
 /* The provider destroyed it (unlinked already; CQ and QP locks held). */
+#ifdef SV_TEST_HOOKS
+/* the unit tests': a lockless take just after a limit grew */
+void (*sv_test_unregister_gap)(struct sverbs_cq *scq);
+#define UNREGISTER_GAP(scq)                          \
+	do {                                         \
+		if (sv_test_unregister_gap)          \
+			sv_test_unregister_gap(scq); \
+	} while (0)
+#else
+#define UNREGISTER_GAP(scq) ((void)(scq))
+#endif
+
 void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
 	if (!sqp->registered)
@@ -712,6 +724,7 @@ void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 		atomic_fetch_sub(&scq->hr_waiters, 1);
 	}
 	hr_set_limit(scq);
+	UNREGISTER_GAP(scq);
 }
 
 struct sverbs_cq *sverbs_cq_create(const struct sverbs_adapter *ad,

@@ -25,6 +25,7 @@
 /* sched/cq.c, built with SV_TEST_HOOKS */
 extern void (*sv_test_hr_gap)(struct sverbs_cq *scq);
 extern void (*sv_test_hr_take_gap)(struct sverbs_cq *scq);
+extern void (*sv_test_unregister_gap)(struct sverbs_cq *scq);
 
 static struct sverbs_config cfg;
 static struct sverbs_cq *scq;
@@ -1708,6 +1709,84 @@ static void test_headroom_destroy_late_cqes_deferred(void)
 static void test_headroom_reset_late_cqes_deferred(void)
 {
 	late_cqes_deferred_case(true);
+}
+
+/*
+ * A destroy whose QP has the WQE of its reserved CQE in flight: that CQE
+ * may be in the raw CQ still, so its unit stays in use, and it must be in
+ * use before the unregistration grows the shared limit by it.  Another
+ * thread's lockless take just after the limit grew (sv_test_unregister_gap)
+ * must find no unit.  Red (the unit counted after the unregistration): the
+ * take got it, one more CQE than the CQ has room for.
+ */
+static bool unregister_took;
+
+static void unregister_gap_take(struct sverbs_cq *c)
+{
+	sv_test_unregister_gap = NULL;
+	unregister_took = sv_hr_take(c);
+	if (unregister_took)
+		sv_hr_give(c, 1);
+}
+
+static void test_headroom_destroy_reserved_before_limit(void)
+{
+	struct ibv_sge sge = { .addr = LADDR, .length = 8, .lkey = 7 };
+	struct ibv_send_wr wr[12] = {}, *bad = NULL;
+	int count[128] = {}, i, n;
+	struct ibv_wc wc[64];
+	bool reserved = false;
+	uint64_t seq;
+
+	cfg_default();
+	cfg.cq_headroom = 4;
+	cfg.window_slices = 8;
+	cfg.window_signals = 8;
+	setup(16);
+	fk->resize_fails = true;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 16, false));
+	/* QP 1 takes both shared units */
+	CU_ASSERT_EQUAL(
+		post(sqp[1], 200, IBV_WR_RDMA_WRITE, 8 * SL, IBV_SEND_SIGNALED),
+		0);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 2);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_limit), 2);
+	/*
+	 * QP 0's 12 unsignaled SENDs in one call: the 7th would be signaled
+	 * (every depth / 2), finds no unit and waits, so the round's last
+	 * WQE (the 6th) reports, with the reserved CQE.
+	 */
+	for (i = 0; i < 12; i++) {
+		wr[i].wr_id = 100 + (uint64_t)i;
+		wr[i].opcode = IBV_WR_SEND;
+		wr[i].sg_list = &sge;
+		wr[i].num_sge = 1;
+		wr[i].next = i < 11 ? &wr[i + 1] : NULL;
+	}
+	CU_ASSERT_EQUAL(sverbs_post_send(sqp[0], wr, &bad), 0);
+	for (seq = sqp[0]->seq_head; seq < sqp[0]->seq_next; seq++)
+		reserved = reserved || sv_wqe_at(sqp[0], seq)->reserved;
+	CU_ASSERT_FATAL(reserved);
+	sverbs_qp_destroy_pre(sqp[0]);
+	CU_ASSERT(fk_complete(0, -1) > 0);
+	unregister_took = true;
+	sv_test_unregister_gap = unregister_gap_take;
+	sverbs_qp_destroy_post(sqp[0], 0);
+	sqp[0] = NULL;
+	CU_ASSERT_PTR_NULL(sv_test_unregister_gap);
+	sv_test_unregister_gap = NULL;
+	CU_ASSERT_FALSE(unregister_took);
+	/* QP 0's 12 flushed (its WQEs' CQEs absorbed), QP 1's WRITE */
+	n = drain(1, wc, 64);
+	count_ids(wc, n, count, 128);
+	CU_ASSERT_EQUAL(n, 13);
+	for (i = 100; i < 112; i++)
+		CU_ASSERT_EQUAL(count[i], 1);
+	CU_ASSERT_EQUAL(find_wc(wc, n, 200) >= 0, true);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 0);
+	CU_ASSERT_FALSE(fk->cq_overflow);
+	teardown();
 }
 
 static void test_headroom_destroy_late_cqes(void)
@@ -5654,6 +5733,9 @@ int main(void)
 		  test_headroom_destroy_late_cqes },
 		{ "headroom: a reset's late CQEs keep their units",
 		  test_headroom_reset_late_cqes },
+		{ "headroom: a destroy's reserved CQE in use before the limit "
+		  "grows",
+		  test_headroom_destroy_reserved_before_limit },
 		{ "headroom: a destroy's late CQEs, the ready ring full",
 		  test_headroom_destroy_late_cqes_deferred },
 		{ "headroom: a reset's late CQEs, the ready ring full",
