@@ -1537,69 +1537,6 @@ static void test_headroom_take_races_register(void)
 }
 
 /*
- * A QP is destroyed (or reset) with WQEs in flight, and they complete while
- * the provider destroys it: rxe leaves their CQEs in the CQ (mlx5 cleans it).
- * Their headroom units must not be free for other QPs while those CQEs sit
- * there: with the application's share full, the layer's CQEs would overrun
- * the CQ by them (here when QP 1 fails and every WQE it has in flight makes
- * a CQE).  Red: the units came back at the destroy, QP 1's slices took
- * them, and the fake CQ overflowed.
- */
-static void late_cqes_case(bool reset)
-{
-	struct ibv_qp_attr at = { .qp_state = IBV_QPS_RESET };
-	struct ibv_wc wc[32];
-	int count[300] = {}, i, n, k;
-
-	cfg_default();
-	cfg.cq_headroom = 6;
-	cfg.window_slices = 8;
-	cfg.window_signals = 8; /* a CQE per slice */
-	setup(8);
-	fk->resize_fails = true;
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 16, false));
-	CU_ASSERT_EQUAL(
-		post(sqp[0], 100, IBV_WR_RDMA_WRITE, 8 * SL, IBV_SEND_SIGNALED),
-		0);
-	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 4);
-	/* while the provider destroys or resets it, its WQEs complete (rxe) */
-	if (reset) {
-		sverbs_qp_modify_pre(sqp[0], &at, IBV_QP_STATE);
-		k = fk_complete(0, -1);
-		sverbs_qp_modify_post(sqp[0], &at, IBV_QP_STATE, 0);
-	} else {
-		sverbs_qp_destroy_pre(sqp[0]);
-		k = fk_complete(0, -1);
-		sverbs_qp_destroy_post(sqp[0], 0);
-		sqp[0] = NULL;
-	}
-	CU_ASSERT(k > 0);
-	/* the application's share full: QP 1's 8 CQEs, not polled yet */
-	for (i = 0; i < 8; i++)
-		CU_ASSERT_EQUAL(post(sqp[1], (uint64_t)i, IBV_WR_SEND, 8,
-				     IBV_SEND_SIGNALED),
-				0);
-	fk_complete(1, -1);
-	/* QP 1's sliced WRITE takes every shared unit free now */
-	CU_ASSERT_EQUAL(
-		post(sqp[1], 200, IBV_WR_RDMA_WRITE, 8 * SL, IBV_SEND_SIGNALED),
-		0);
-	/* it fails: every WQE in flight makes a CQE (flushed) */
-	fk_fail_next(1, IBV_WC_REM_ACCESS_ERR);
-	CU_ASSERT_FALSE(fk->cq_overflow);
-	n = drain(1, wc, 32);
-	count_ids(wc, n, count, 300);
-	for (i = 0; i < 8; i++)
-		CU_ASSERT_EQUAL(count[i], 1);
-	CU_ASSERT_EQUAL(count[100], 1);
-	CU_ASSERT_EQUAL(count[200], 1);
-	CU_ASSERT_EQUAL(n, 10);
-	CU_ASSERT_FALSE(fk->cq_overflow);
-	teardown();
-}
-
-/*
  * Fill the CQ's ready ring until fewer than two poll batches fit: QP q,
  * reset again and again with WRs outstanding, leaves one flush each there,
  * which the application does not poll (their ids: 300 up).  Resets, not
@@ -1627,38 +1564,48 @@ static int fill_ready_ring(int q)
 		flushed += k;
 	}
 	CU_ASSERT_EQUAL(scq->nstale, 0);
+	CU_ASSERT_EQUAL_FATAL(scq->rcount, (uint32_t)flushed);
 	return flushed;
 }
 
 /*
- * late_cqes_case() when the ready ring has no room for the raw CQ's read
- * at the destroy or reset (sv_cq_drain() stops): the units stay in use
- * (hr_late) until a later poll reads the raw CQ to its end, then come back.
- * Guards, each seen red by breaking it: units given back at once (the CQ
- * overflows), the drain reading on regardless (the precondition fails), a
- * poll that never gives them back (reset: QP 1's WRITE waits for headroom
- * for ever; a destroy's record of the QP has its poll read out anyway).
+ * A QP is destroyed (or reset) with WQEs in flight, and they complete while
+ * the provider destroys it: rxe leaves their CQEs in the CQ (mlx5 cleans it).
+ * Their headroom units must not be free for other QPs while those CQEs sit
+ * there: with the application's share full, the layer's CQEs would overrun
+ * the CQ by them (here when QP 1 fails and every WQE it has in flight makes
+ * a CQE).  Red: the units came back at the destroy, QP 1's slices took
+ * them, and the fake CQ overflowed.
+ *
+ * full: the ready ring has no room for the raw CQ's read at the destroy or
+ * reset (sv_cq_drain() stops), so the units stay in use (hr_late) until a
+ * later poll reads the raw CQ to its end, then come back.  Guards, each
+ * seen red by breaking it: units given back at once (the CQ overflows), the
+ * drain reading on regardless (the precondition fails), a poll that never
+ * gives them back (reset: QP 1's WRITE waits for headroom for ever; a
+ * destroy's record of the QP has its poll read out anyway).
  */
-static void late_cqes_deferred_case(bool reset)
+static void late_cqes_case(bool reset, bool full)
 {
 	struct ibv_qp_attr at = { .qp_state = IBV_QPS_RESET };
 	static struct ibv_wc wc[1200];
-	int count[1300] = {}, i, n, k, flushed;
+	int count[1300] = {}, i, n, k, flushed = 0;
 
 	cfg_default();
-	cfg.cq_headroom = 7; /* QP 2's reserved CQE, and late_cqes_case()'s */
+	cfg.cq_headroom = full ? 7 : 6; /* (7: QP 2's reserved CQE too) */
 	cfg.window_slices = 8;
 	cfg.window_signals = 8; /* a CQE per slice */
 	setup(8);
 	fk->resize_fails = true;
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 16, false));
-	flushed = fill_ready_ring(2);
-	CU_ASSERT_EQUAL_FATAL(scq->rcount, (uint32_t)flushed);
+	if (full)
+		flushed = fill_ready_ring(2);
 	CU_ASSERT_EQUAL(
 		post(sqp[0], 100, IBV_WR_RDMA_WRITE, 8 * SL, IBV_SEND_SIGNALED),
 		0);
 	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 4);
+	/* while the provider destroys or resets it, its WQEs complete (rxe) */
 	if (reset) {
 		sverbs_qp_modify_pre(sqp[0], &at, IBV_QP_STATE);
 		k = fk_complete(0, -1);
@@ -1670,18 +1617,23 @@ static void late_cqes_deferred_case(bool reset)
 		sqp[0] = NULL;
 	}
 	CU_ASSERT(k > 0);
-	/* not read yet: the units wait for a poll that reads it */
-	CU_ASSERT(fk->cq_n > 0);
-	CU_ASSERT(scq->hr_late > 0);
-	CU_ASSERT(atomic_load(&scq->hr_used) >= scq->hr_late);
+	if (full) {
+		/* not read yet: the units wait for a poll that reads it */
+		CU_ASSERT(fk->cq_n > 0);
+		CU_ASSERT(scq->hr_late > 0);
+		CU_ASSERT(atomic_load(&scq->hr_used) >= scq->hr_late);
+	}
+	/* the application's share full: QP 1's 8 CQEs, not polled yet */
 	for (i = 0; i < 8; i++)
 		CU_ASSERT_EQUAL(post(sqp[1], (uint64_t)i, IBV_WR_SEND, 8,
 				     IBV_SEND_SIGNALED),
 				0);
 	fk_complete(1, -1);
+	/* QP 1's sliced WRITE takes every shared unit free now */
 	CU_ASSERT_EQUAL(
 		post(sqp[1], 200, IBV_WR_RDMA_WRITE, 8 * SL, IBV_SEND_SIGNALED),
 		0);
+	/* it fails: every WQE in flight makes a CQE (flushed) */
 	fk_fail_next(1, IBV_WC_REM_ACCESS_ERR);
 	CU_ASSERT_FALSE(fk->cq_overflow);
 	n = drain(1, wc, 1200);
@@ -1701,14 +1653,24 @@ static void late_cqes_deferred_case(bool reset)
 	teardown();
 }
 
+static void test_headroom_destroy_late_cqes(void)
+{
+	late_cqes_case(false, false);
+}
+
+static void test_headroom_reset_late_cqes(void)
+{
+	late_cqes_case(true, false);
+}
+
 static void test_headroom_destroy_late_cqes_deferred(void)
 {
-	late_cqes_deferred_case(false);
+	late_cqes_case(false, true);
 }
 
 static void test_headroom_reset_late_cqes_deferred(void)
 {
-	late_cqes_deferred_case(true);
+	late_cqes_case(true, true);
 }
 
 /*
@@ -1789,19 +1751,10 @@ static void test_headroom_destroy_reserved_before_limit(void)
 	teardown();
 }
 
-static void test_headroom_destroy_late_cqes(void)
-{
-	late_cqes_case(false);
-}
-
-static void test_headroom_reset_late_cqes(void)
-{
-	late_cqes_case(true);
-}
-
 /*
- * The same on a CQ that can grow but need not have (it grew for QPs since
- * destroyed): the QP grows it and registers.  Red: it stayed stock.
+ * test_headroom_register_when_full() on a CQ that can grow but need not
+ * have (it grew for QPs since destroyed): the QP grows it and registers.
+ * Red: it stayed stock.
  */
 static void test_headroom_register_grows(void)
 {
