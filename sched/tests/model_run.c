@@ -89,9 +89,10 @@ struct mqp {
 	bool sig_all;
 	bool managed;
 	bool alive;
-	bool err;      /* in error (a failed WQE, modify to ERR) */
-	bool pt_maybe; /* may still be in pass-through (stock rules) */
-	int style;     /* 0: unmarked, 1: marked, 2: mixed */
+	bool err;	 /* in error (a failed WQE, modify to ERR) */
+	bool pt_maybe;	 /* may still be in pass-through (stock rules) */
+	bool left_stock; /* the layer left it stock for good (counted) */
+	int style;	 /* 0: unmarked, 1: marked, 2: mixed */
 	uint64_t pseq;
 	uint32_t *live; /* unresolved WRs, posting order */
 	uint32_t nlive, live_cap;
@@ -389,8 +390,12 @@ static void wqe_check(struct mqp *q, const struct fk_wqe *fw, uint32_t wi)
 		mismatch("qp %u: WR %llu reached the hardware after post_send "
 			 "refused it",
 			 q->qp_num, (unsigned long long)w->wr_id);
-	/* an unmanaged QP (UC...) is stock: its WRs keep their bits */
-	if (q->managed && (c->send_flags & SVERBS_PRIO_MASK))
+	/*
+	 * an unmanaged QP (UC...) is stock: its WRs keep their bits; so does
+	 * one the layer left stock when it could not leave pass-through
+	 */
+	if (q->managed && !atomic_load(&q->sqp->fast.stock) &&
+	    (c->send_flags & SVERBS_PRIO_MASK))
 		mismatch("qp %u: priority bits reached the provider",
 			 q->qp_num);
 	if (off + bytes > w->len || (w->final_posted && !q->err)) {
@@ -871,6 +876,27 @@ static void qp_new(void)
 				!M->cfg.slice_always);
 }
 
+/*
+ * A managed QP the layer left in pass-through for good when a WR stated a
+ * priority: the CQ had no headroom for it, or none free then and could not
+ * grow (sv_cq_register(), docs/semantics.md).  Its WRs follow stock's
+ * rules, as an unmanaged QP's do.  The model does not track the CQ's
+ * headroom units, so the QP says so; a QP the layer leaves in pass-through
+ * without saying so is caught by its WRs' priority bits (wqe_check()).
+ */
+static bool stock_for_good(struct mqp *q)
+{
+	if (!atomic_load(&q->sqp->fast.stock))
+		return false;
+	if (!atomic_load(&q->sqp->fast.pt))
+		mismatch("qp %u: left stock, yet out of pass-through",
+			 q->qp_num);
+	if (!q->left_stock)
+		M->res->left_stock++;
+	q->left_stock = true;
+	return true;
+}
+
 static int app_post(struct mqp *q, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad)
 {
@@ -1245,7 +1271,8 @@ static void post_list(struct mqp *q)
 			 * says which.
 			 */
 			if (q->managed &&
-			    (w->marked || !atomic_load(&q->sqp->fast.pt)))
+			    (w->marked || !atomic_load(&q->sqp->fast.pt)) &&
+			    !stock_for_good(q))
 				q->pt_maybe = false;
 		} else {
 			M->res->rejected++;
