@@ -620,12 +620,21 @@ static bool hr_fund_reserved(struct sverbs_cq *scq)
 	return true;
 }
 
+/* A shared unit is free now (a registration could fund its reserved CQE). */
+bool sv_cq_unit_free(struct sverbs_cq *scq)
+{
+	return atomic_load(&scq->hr_used) < atomic_load(&scq->hr_limit);
+}
+
 /*
  * A QP that leaves pass-through (or starts out of it) joins the table and
  * the headroom accounting (CQ lock held).  Returns 0; EAGAIN when the CQ
- * has no headroom for one more QP, or none free now, and cannot grow (the
- * QP stays stock); or ENOMEM.  A QP in pass-through is not here: it costs
- * the CQ nothing, no resize, and no work in poll_cq or req_notify_cq.
+ * has no headroom for one more QP and cannot grow (the QP stays stock);
+ * EBUSY when it has, but none is free now (other QPs' WQEs hold every
+ * shared unit) and it cannot grow: a creation stays stock, a leave of
+ * pass-through waits for a later post; or ENOMEM.  A QP in pass-through is
+ * not here: it costs the CQ nothing, no resize, and no work in poll_cq or
+ * req_notify_cq.
  */
 int sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
@@ -644,14 +653,8 @@ int sv_cq_register(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 				      sqp->cap + SV_RING_SLACK))
 		return ENOMEM;
 	/* (after destroys, the CQ may hold more than its QPs asked for) */
-	if (!hr_fund_reserved(scq) &&
-	    !(hr_grow(scq) && hr_fund_reserved(scq))) {
-		sv_log(scq->ad, scq->cq->context, SVERBS_LOG_WARN,
-		       "sverbs: no CQ headroom free and the CQ cannot grow: "
-		       "QP %u stays stock",
-		       sqp->qp_num);
-		return EAGAIN;
-	}
+	if (!hr_fund_reserved(scq) && !(hr_grow(scq) && hr_fund_reserved(scq)))
+		return EBUSY;
 	tab_put(scq->tab, scq->tab_mask, sqp);
 	/* a predecessor's stale CQEs are below its wr_ids (translate()) */
 	sqp->seq_base = stale_del(scq, sqp->qp_num);

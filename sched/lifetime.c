@@ -125,9 +125,12 @@ static int queue_setup(struct sverbs_qp *sqp)
  * ENOMEM (the post fails as stock's does without room; the QP stays in
  * pass-through and may try again); EAGAIN: the CQ has no headroom for one
  * more QP, so this one stays in pass-through for good (fast.stock), as a QP
- * the layer does not manage; EBUSY: a post from inside another CQ's
- * extended poll loop, while a thread's loop holds this CQ's lock (the QP
- * stays in pass-through for now: waiting could deadlock, cq.c).
+ * the layer does not manage; EBUSY: the QP stays in pass-through for now,
+ * and a later post tries again: a post from inside another CQ's extended
+ * poll loop, while a thread's loop holds this CQ's lock (waiting could
+ * deadlock, cq.c), or no CQ headroom free at this moment and a CQ that
+ * cannot grow (pt_stays counts these; the units come back as other QPs'
+ * WQEs complete).
  */
 /*
  * Another thread's pass-through wr_* batch holds the provider's send queue:
@@ -173,7 +176,11 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 	pthread_spin_lock(&sqp->lock);
 	if (atomic_load(&sqp->fast.stock))
 		ret = EAGAIN;
-	else if (!sqp->registered) {
+	else if (sqp->registered)
+		ret = 0;
+	else if (sqp->pt_stays && !sv_cq_unit_free(sqp->scq))
+		ret = EBUSY; /* none free still: no allocation, no resize */
+	else {
 		/* before the queue: nothing can be held without the timer */
 		timer_setup(sqp);
 		ret = queue_setup(sqp);
@@ -183,6 +190,13 @@ int sv_qp_leave_prepare(struct sverbs_qp *sqp)
 		/* a QP that stays stock watches for nothing more */
 		if (atomic_load(&sqp->fast.pt) == SVERBS_PT_WATCH)
 			sv_qp_set_pt(sqp, SVERBS_PT_ON);
+	} else if (ret == EBUSY) {
+		if (!sqp->pt_stays++)
+			sv_log(sqp->ad, sqp->qp->context, SVERBS_LOG_WARN,
+			       "sverbs: no CQ headroom free and the CQ cannot "
+			       "grow: QP %u stays in pass-through until a "
+			       "later post finds some",
+			       sqp->qp_num);
 	}
 	pthread_spin_unlock(&sqp->lock);
 	sv_cq_unlock(sqp->scq, locked);
@@ -465,6 +479,11 @@ struct sverbs_qp *sverbs_qp_create(const struct sverbs_adapter *ad,
 	taken = sv_cq_lock(send_cq);
 	ret = queue_setup(sqp);
 	sv_cq_unlock(send_cq, taken);
+	if (ret == EBUSY)
+		sv_log(sqp->ad, qp->context, SVERBS_LOG_WARN,
+		       "sverbs: no CQ headroom free and the CQ cannot grow: "
+		       "QP %u stays stock",
+		       qp->qp_num);
 	if (ret) {
 		if (sqp->timer_on)
 			sverbs_timer_del(&sqp->timer);

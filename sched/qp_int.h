@@ -276,6 +276,12 @@ struct sverbs_qp {
 	 */
 	atomic_bool pt_batch_open;
 	atomic_uint pt_leaving;
+	/*
+	 * Leaves of pass-through that found no CQ headroom free and a CQ
+	 * that cannot grow: the QP stayed there for now (sv_qp_leave_prepare(),
+	 * QP and CQ locks)
+	 */
+	uint32_t pt_stays;
 	struct sv_fifo build;
 	uint32_t build_cur;
 	int build_err;

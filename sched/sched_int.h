@@ -60,6 +60,7 @@ void sv_hr_wait(struct sverbs_cq *scq, struct sverbs_qp *sqp);
 bool sv_hr_take_or_wait(struct sverbs_cq *scq, struct sverbs_qp *sqp);
 void sv_cq_headroom_back(struct sverbs_cq *scq);
 bool sv_cq_late_units(struct sverbs_cq *scq, uint32_t units, bool reserved);
+bool sv_cq_unit_free(struct sverbs_cq *scq);
 /* headroom given back outside a poll reaches its waiters (no lock held) */
 void sv_cq_kick(struct sverbs_cq *scq);
 bool sv_cq_lockless(const struct sverbs_cq *scq);

@@ -73,6 +73,7 @@ struct model_result {
 	uint64_t reserved;    /* posts refused at a reserved wr_id */
 	uint64_t watch_left;  /* budgeted QPs that left pass-through unmarked */
 	uint64_t left_stock;  /* QPs the layer left stock at a leave */
+	uint64_t pt_stays;    /* leaves put off: no CQ headroom free then */
 	uint64_t rings;	      /* deferred doorbells rung (the adapter's ring) */
 	uint64_t completions; /* completions checked */
 	uint64_t wqes;	      /* WQEs the layer handed to the fake */

@@ -89,10 +89,11 @@ struct mqp {
 	bool sig_all;
 	bool managed;
 	bool alive;
-	bool err;	 /* in error (a failed WQE, modify to ERR) */
-	bool pt_maybe;	 /* may still be in pass-through (stock rules) */
-	bool left_stock; /* the layer left it stock for good (counted) */
-	int style;	 /* 0: unmarked, 1: marked, 2: mixed */
+	bool err;		/* in error (a failed WQE, modify to ERR) */
+	bool pt_maybe;		/* may still be in pass-through (stock rules) */
+	bool left_stock;	/* the layer left it stock for good (counted) */
+	uint32_t stays_at_post; /* its sqp->pt_stays when the post began */
+	int style;		/* 0: unmarked, 1: marked, 2: mixed */
 	uint64_t pseq;
 	uint32_t *live; /* unresolved WRs, posting order */
 	uint32_t nlive, live_cap;
@@ -392,9 +393,11 @@ static void wqe_check(struct mqp *q, const struct fk_wqe *fw, uint32_t wi)
 			 q->qp_num, (unsigned long long)w->wr_id);
 	/*
 	 * an unmanaged QP (UC...) is stock: its WRs keep their bits; so does
-	 * one the layer left stock when it could not leave pass-through
+	 * one the layer left stock, or in pass-through for now, when it could
+	 * not leave pass-through (stock_for_good(), stayed_for_now())
 	 */
 	if (q->managed && !atomic_load(&q->sqp->fast.stock) &&
+	    q->sqp->pt_stays == q->stays_at_post &&
 	    (c->send_flags & SVERBS_PRIO_MASK))
 		mismatch("qp %u: priority bits reached the provider",
 			 q->qp_num);
@@ -897,6 +900,26 @@ static bool stock_for_good(struct mqp *q)
 	return true;
 }
 
+/*
+ * The post just made could not leave pass-through for want of CQ headroom
+ * free at that moment (sv_qp_leave_prepare(): EBUSY): the QP stays there,
+ * stock, until a later post leaves.  The QP says so, as for
+ * stock_for_good(); it must still be in pass-through.
+ */
+static bool stayed_for_now(struct mqp *q)
+{
+	uint32_t n = q->sqp->pt_stays - q->stays_at_post;
+
+	if (!n)
+		return false;
+	if (!atomic_load(&q->sqp->fast.pt))
+		mismatch("qp %u: stayed in pass-through, yet out of it",
+			 q->qp_num);
+	M->res->pt_stays += n;
+	q->stays_at_post = q->sqp->pt_stays;
+	return true;
+}
+
 static int app_post(struct mqp *q, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad)
 {
@@ -1187,6 +1210,7 @@ static void post_list(struct mqp *q)
 	struct ibv_sge sge[3][MAX_SGE + 1];
 	uint32_t ids[3], held;
 	int n = 1 + (int)rnd(3), k, bad_k, ret;
+	bool stayed;
 
 	/* an inline WR's buffer is shared: one inline WR per list */
 	for (k = 0; k < n; k++) {
@@ -1219,6 +1243,8 @@ static void post_list(struct mqp *q)
 		      wr[k].opcode, (unsigned long long)wr_at(ids[k])->len,
 		      wr_at(ids[k])->signaled, wr_at(ids[k])->level,
 		      wr_at(ids[k])->fenced, wr_at(ids[k])->inl);
+	if (q->managed)
+		q->stays_at_post = q->sqp->pt_stays;
 	ret = app_post(q, wr, &bad);
 	TRACE("post returned %d\n", ret);
 	/* a watched QP that left pass-through with no WR stating a priority */
@@ -1234,6 +1260,7 @@ static void post_list(struct mqp *q)
 
 	pthread_mutex_lock(&M->lock);
 	M->in_post = false;
+	stayed = q->managed && stayed_for_now(q);
 	bad_k = n;
 	if (ret) {
 		for (k = 0; k < n && bad != &wr[k]; k++)
@@ -1272,7 +1299,7 @@ static void post_list(struct mqp *q)
 			 */
 			if (q->managed &&
 			    (w->marked || !atomic_load(&q->sqp->fast.pt)) &&
-			    !stock_for_good(q))
+			    !stayed && !stock_for_good(q))
 				q->pt_maybe = false;
 		} else {
 			M->res->rejected++;

@@ -1492,6 +1492,58 @@ static void test_headroom_register_when_full(void)
 }
 
 /*
+ * The same when a QP in pass-through leaves it at its first WR stating a
+ * priority: no unit free at that moment is a passing state (QP 0's WQEs
+ * hold them), so the QP stays in pass-through for now (that WR goes stock)
+ * and a later post leaves once a unit is free.  Red: it stayed stock for
+ * good (fast.stock), its later WRs' priorities ignored.
+ */
+static void test_headroom_leave_when_full(void)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	cfg_default();
+	cfg.cq_headroom = 4;
+	cfg.window_slices = 8;
+	setup(64);
+	fk->resize_fails = true;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
+	cfg.passthrough = true;
+	cfg.slice_always = false;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 16, false));
+	CU_ASSERT_EQUAL(atomic_load(&sqp[1]->fast.pt), SVERBS_PT_ON);
+	/* QP 0's sliced WRITE takes the 3 shared units */
+	CU_ASSERT_EQUAL(
+		post(sqp[0], 100, IBV_WR_RDMA_WRITE, 6 * SL, IBV_SEND_SIGNALED),
+		0);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 3);
+	/* QP 1's first WR with a priority: taken, stock */
+	CU_ASSERT_EQUAL(post(sqp[1], 1, IBV_WR_SEND, 8,
+			     IBV_SEND_SIGNALED | SVERBS_PRIO(2)),
+			0);
+	CU_ASSERT_EQUAL(sqp[1]->pt_stays, 1);
+	CU_ASSERT_NOT_EQUAL(atomic_load(&sqp[1]->fast.pt), 0);
+	CU_ASSERT_FALSE(atomic_load(&sqp[1]->fast.stock));
+	CU_ASSERT(atomic_load(&scq->hr_used) <= atomic_load(&scq->hr_limit));
+	n = drain(1, wc, 16);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 1 && wc[0].status == IBV_WC_SUCCESS);
+	/* QP 0's WRITE completes; QP 1's next priority leaves */
+	n = drain(0, wc, 16);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 100);
+	CU_ASSERT_EQUAL(post(sqp[1], 2, IBV_WR_SEND, 8,
+			     IBV_SEND_SIGNALED | SVERBS_PRIO(2)),
+			0);
+	CU_ASSERT_EQUAL(atomic_load(&sqp[1]->fast.pt), 0);
+	CU_ASSERT(sqp[1]->registered);
+	n = drain(1, wc, 16);
+	CU_ASSERT(n == 1 && wc[0].wr_id == 2 && wc[0].status == IBV_WC_SUCCESS);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_limit), 2);
+	CU_ASSERT_FALSE(fk->cq_overflow);
+	teardown();
+}
+
+/*
  * A QP registers between a poster's check of the limit and its swap of the
  * count (sv_test_hr_take_gap runs the registration there): the registration
  * takes a unit, lowers the limit and gives the unit back, so the swap finds
@@ -5680,6 +5732,8 @@ int main(void)
 		  test_headroom_back_on_refusal },
 		{ "headroom: a QP registering when none is free stays stock",
 		  test_headroom_register_when_full },
+		{ "headroom: a leave of pass-through when none is free waits",
+		  test_headroom_leave_when_full },
 		{ "headroom: a QP registering when none is free grows the CQ",
 		  test_headroom_register_grows },
 		{ "headroom: a destroy's late CQEs keep their units",
