@@ -698,7 +698,6 @@ void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 	free(rec.park);
 }
 
-/* The provider destroyed it (unlinked already; CQ and QP locks held). */
 #ifdef SV_TEST_HOOKS
 /* the unit tests': a lockless take just after a limit grew */
 void (*sv_test_unregister_gap)(struct sverbs_cq *scq);
@@ -711,6 +710,7 @@ void (*sv_test_unregister_gap)(struct sverbs_cq *scq);
 #define UNREGISTER_GAP(scq) ((void)(scq))
 #endif
 
+/* The provider destroyed it (unlinked already; CQ and QP locks held). */
 void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
 	if (!sqp->registered)
