@@ -881,9 +881,9 @@ static void qp_new(void)
 
 /*
  * A managed QP the layer left in pass-through for good when a WR stated a
- * priority: the CQ had no headroom for it, or none free then and could not
- * grow (sv_cq_register(), docs/semantics.md).  Its WRs follow stock's
- * rules, as an unmanaged QP's do.  The model does not track the CQ's
+ * priority: the CQ had no headroom for one more QP and could not grow
+ * (sv_cq_register(), docs/semantics.md).  Its WRs follow stock's rules, as
+ * an unmanaged QP's do.  The model does not track the CQ's
  * headroom units, so the QP says so; a QP the layer leaves in pass-through
  * without saying so is caught by its WRs' priority bits (wqe_check()).
  */
