@@ -1452,6 +1452,22 @@ static void test_headroom_back_on_refusal(void)
 	teardown();
 }
 
+/* A CQ that cannot grow, its 3 shared units held by QP 0's sliced WRITE. */
+static void hr_held_by_qp0(void)
+{
+	cfg_default();
+	cfg.cq_headroom = 4;
+	cfg.window_slices = 8;
+	setup(64);
+	fk->resize_fails = true;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
+	CU_ASSERT_EQUAL(
+		post(sqp[0], 100, IBV_WR_RDMA_WRITE, 6 * SL, IBV_SEND_SIGNALED),
+		0);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 3);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_limit), 3);
+}
+
 /*
  * A QP registers on a CQ that cannot grow while another QP's WQEs hold every
  * shared unit: its reserved CQE would come out of units in use (the limit
@@ -1465,18 +1481,7 @@ static void test_headroom_register_when_full(void)
 	struct ibv_wc wc[16];
 	int n;
 
-	cfg_default();
-	cfg.cq_headroom = 4;
-	cfg.window_slices = 8;
-	setup(64);
-	fk->resize_fails = true;
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
-	/* QP 0's sliced WRITE takes the 3 shared units */
-	CU_ASSERT_EQUAL(
-		post(sqp[0], 100, IBV_WR_RDMA_WRITE, 6 * SL, IBV_SEND_SIGNALED),
-		0);
-	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 3);
-	CU_ASSERT_EQUAL(atomic_load(&scq->hr_limit), 3);
+	hr_held_by_qp0();
 	CU_ASSERT_PTR_NULL(mkqp(1, 16, false));
 	CU_ASSERT(atomic_load(&scq->hr_used) <= atomic_load(&scq->hr_limit));
 	CU_ASSERT_EQUAL(atomic_load(&scq->hr_limit), 3);
@@ -1503,21 +1508,11 @@ static void test_headroom_leave_when_full(void)
 	struct ibv_wc wc[16];
 	int n;
 
-	cfg_default();
-	cfg.cq_headroom = 4;
-	cfg.window_slices = 8;
-	setup(64);
-	fk->resize_fails = true;
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
+	hr_held_by_qp0();
 	cfg.passthrough = true;
 	cfg.slice_always = false;
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 16, false));
 	CU_ASSERT_EQUAL(atomic_load(&sqp[1]->fast.pt), SVERBS_PT_ON);
-	/* QP 0's sliced WRITE takes the 3 shared units */
-	CU_ASSERT_EQUAL(
-		post(sqp[0], 100, IBV_WR_RDMA_WRITE, 6 * SL, IBV_SEND_SIGNALED),
-		0);
-	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 3);
 	/* QP 1's first WR with a priority: taken, stock */
 	CU_ASSERT_EQUAL(post(sqp[1], 1, IBV_WR_SEND, 8,
 			     IBV_SEND_SIGNALED | SVERBS_PRIO(2)),
