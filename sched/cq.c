@@ -207,16 +207,24 @@ bool sv_cq_lockless(const struct sverbs_cq *scq)
 
 /* ------------------------------------------------------------ headroom */
 
+/*
+ * The unit tests' hooks (built with SV_TEST_HOOKS): what another thread
+ * does at a point of a race, here, if the test set one.
+ */
 #ifdef SV_TEST_HOOKS
-/* the unit tests': what another thread does between a take's check and CAS */
-void (*sv_test_hr_take_gap)(struct sverbs_cq *scq);
-#define HR_TAKE_GAP(scq)                          \
-	do {                                      \
-		if (sv_test_hr_take_gap)          \
-			sv_test_hr_take_gap(scq); \
+#define TEST_HOOK(hook, scq)       \
+	do {                       \
+		if (hook)          \
+			hook(scq); \
 	} while (0)
+/* between a take's check and CAS */
+void (*sv_test_hr_take_gap)(struct sverbs_cq *scq);
+/* between a take and a wait */
+void (*sv_test_hr_gap)(struct sverbs_cq *scq);
+/* a lockless take just after an unregistration grew the limit */
+void (*sv_test_unregister_gap)(struct sverbs_cq *scq);
 #else
-#define HR_TAKE_GAP(scq) ((void)(scq))
+#define TEST_HOOK(hook, scq) ((void)(scq))
 #endif
 
 bool sv_hr_take(struct sverbs_cq *scq)
@@ -226,7 +234,7 @@ bool sv_hr_take(struct sverbs_cq *scq)
 	do {
 		if (used + 1 > atomic_load(&scq->hr_limit))
 			return false;
-		HR_TAKE_GAP(scq);
+		TEST_HOOK(sv_test_hr_take_gap, scq);
 	} while (!atomic_compare_exchange_weak(&scq->hr_used, &used, used + 1));
 	/*
 	 * A QP's registration may have lowered the limit between the check
@@ -249,22 +257,10 @@ void sv_hr_give(struct sverbs_cq *scq, unsigned int n)
 		atomic_store(&scq->hr_kick, true);
 }
 
-#ifdef SV_TEST_HOOKS
-/* the unit tests': what another thread does between a take and a wait */
-void (*sv_test_hr_gap)(struct sverbs_cq *scq);
-#define HR_GAP(scq)                          \
-	do {                                 \
-		if (sv_test_hr_gap)          \
-			sv_test_hr_gap(scq); \
-	} while (0)
-#else
-#define HR_GAP(scq) ((void)(scq))
-#endif
-
 /* QP lock held. */
 void sv_hr_wait(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
-	HR_GAP(scq);
+	TEST_HOOK(sv_test_hr_gap, scq);
 	if (sqp->hr_wait)
 		return;
 	sqp->hr_wait = true;
@@ -698,18 +694,6 @@ void sv_cq_relink(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 	free(rec.park);
 }
 
-#ifdef SV_TEST_HOOKS
-/* the unit tests': a lockless take just after a limit grew */
-void (*sv_test_unregister_gap)(struct sverbs_cq *scq);
-#define UNREGISTER_GAP(scq)                          \
-	do {                                         \
-		if (sv_test_unregister_gap)          \
-			sv_test_unregister_gap(scq); \
-	} while (0)
-#else
-#define UNREGISTER_GAP(scq) ((void)(scq))
-#endif
-
 /* The provider destroyed it (unlinked already; CQ and QP locks held). */
 void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 {
@@ -727,7 +711,7 @@ void sv_cq_unregister(struct sverbs_cq *scq, struct sverbs_qp *sqp)
 		atomic_fetch_sub(&scq->hr_waiters, 1);
 	}
 	hr_set_limit(scq);
-	UNREGISTER_GAP(scq);
+	TEST_HOOK(sv_test_unregister_gap, scq);
 }
 
 struct sverbs_cq *sverbs_cq_create(const struct sverbs_adapter *ad,

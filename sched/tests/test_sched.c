@@ -1452,8 +1452,11 @@ static void test_headroom_back_on_refusal(void)
 	teardown();
 }
 
-/* A CQ that cannot grow, its 3 shared units held by QP 0's sliced WRITE. */
-static void hr_held_by_qp0(void)
+/*
+ * A CQ that cannot grow (3 shared units), QP 0's sliced WRITE 100 of len
+ * bytes holding used of them.
+ */
+static void hr_qp0_write(uint64_t len, unsigned int used)
 {
 	cfg_default();
 	cfg.cq_headroom = 4;
@@ -1462,9 +1465,9 @@ static void hr_held_by_qp0(void)
 	fk->resize_fails = true;
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
 	CU_ASSERT_EQUAL(
-		post(sqp[0], 100, IBV_WR_RDMA_WRITE, 6 * SL, IBV_SEND_SIGNALED),
+		post(sqp[0], 100, IBV_WR_RDMA_WRITE, len, IBV_SEND_SIGNALED),
 		0);
-	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 3);
+	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), used);
 	CU_ASSERT_EQUAL(atomic_load(&scq->hr_limit), 3);
 }
 
@@ -1481,7 +1484,7 @@ static void test_headroom_register_when_full(void)
 	struct ibv_wc wc[16];
 	int n;
 
-	hr_held_by_qp0();
+	hr_qp0_write(6 * SL, 3); /* every shared unit */
 	CU_ASSERT_PTR_NULL(mkqp(1, 16, false));
 	CU_ASSERT(atomic_load(&scq->hr_used) <= atomic_load(&scq->hr_limit));
 	CU_ASSERT_EQUAL(atomic_load(&scq->hr_limit), 3);
@@ -1508,7 +1511,7 @@ static void test_headroom_leave_when_full(void)
 	struct ibv_wc wc[16];
 	int n;
 
-	hr_held_by_qp0();
+	hr_qp0_write(6 * SL, 3); /* every shared unit */
 	cfg.passthrough = true;
 	cfg.slice_always = false;
 	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(1, 16, false));
@@ -1556,17 +1559,8 @@ static void test_headroom_take_races_register(void)
 {
 	struct ibv_wc wc[16];
 
-	cfg_default();
-	cfg.cq_headroom = 4;
-	cfg.window_slices = 8;
-	setup(64);
-	fk->resize_fails = true;
-	CU_ASSERT_PTR_NOT_NULL_FATAL(mkqp(0, 16, false));
 	/* QP 0's sliced WRITE takes 2 of the 3 shared units, ... */
-	CU_ASSERT_EQUAL(
-		post(sqp[0], 100, IBV_WR_RDMA_WRITE, 3 * SL, IBV_SEND_SIGNALED),
-		0);
-	CU_ASSERT_EQUAL(atomic_load(&scq->hr_used), 2);
+	hr_qp0_write(3 * SL, 2);
 	/* ... and the third take meets QP 1's registration */
 	sv_test_hr_take_gap = take_gap_register;
 	CU_ASSERT_EQUAL(
