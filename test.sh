@@ -14,6 +14,12 @@
 # --allow-skip was given.  Before the run it prints every test's meson
 # timeout and their sum (tests/build/check-timeouts.py).
 #
+# SVERBS_TEST_DEADLINE (seconds since the epoch; .ci/run sets it to CI's 90
+# minutes less 5) bounds the whole run: at the deadline the running test is
+# stopped (meson's SIGTERM: INTERRUPT), the tests after it do not run, and
+# the run fails naming them.  Each test's own timeout is a hang guard; the
+# deadline keeps a run with hangs inside CI's time, with a report.
+#
 # The last line is a plain summary: "tests: N passed, N failed, N skipped",
 # followed by every skipped test and why, and every failed one.
 set -uo pipefail
@@ -40,12 +46,24 @@ for s in asan tsan; do
 done
 /usr/bin/python3 tests/build/check-timeouts.py build/meson-info/intro-tests.json ||
 	echo "test.sh: the meson timeouts add up to more than CI's limit (see above)"
-rm -f build/meson-logs/testlog.json
-meson test -C build --print-errorlogs --num-processes 1 "${args[@]}"
+rm -f build/meson-logs/testlog.json build/meson-logs/test-list.txt
+meson test -C build --list --no-rebuild "${args[@]}" >build/meson-logs/test-list.txt 2>/dev/null
+deadline=()
+if [ -n "${SVERBS_TEST_DEADLINE:-}" ]; then
+	left=$((SVERBS_TEST_DEADLINE - $(date +%s)))
+	[ $left -gt 0 ] || { echo "test.sh: SVERBS_TEST_DEADLINE already passed" >&2; exit 1; }
+	echo "test.sh: the run stops at its deadline, in $left s (SVERBS_TEST_DEADLINE)"
+	deadline=(timeout -s TERM -k 60 "$left")
+fi
+"${deadline[@]}" meson test -C build --print-errorlogs --num-processes 1 "${args[@]}"
 rc=$?
-/usr/bin/python3 - build/meson-logs/testlog.json tests/skip-list.txt "${SVERBS_ALLOW_SKIP:-0}" <<'PY'
+hit=0
+[ ${#deadline[@]} = 0 ] || [ $rc != 124 ] || hit=1
+/usr/bin/python3 - build/meson-logs/testlog.json tests/skip-list.txt "${SVERBS_ALLOW_SKIP:-0}" \
+	build/meson-logs/test-list.txt "$hit" <<'PY'
 import json, sys
 log, skiplist, allow = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+listfile, deadline_hit = sys.argv[4], sys.argv[5] == "1"
 listed = {}
 with open(skiplist) as f:
     for line in f:
@@ -92,6 +110,19 @@ except FileNotFoundError:
     sys.exit(1)
 failed += [f"{s}: skipped, which is not allowed (not on tests/skip-list.txt; "
            f"./test.sh --allow-skip allows it)" for s in bad_skips]
+# Every test meson listed for this run has a result, or fails as not run
+# (the deadline, or meson stopped).
+with open(listfile) as f:
+    ran = {s.split(" (", 1)[0] for s in passed + failed + skipped} | \
+        {s.split(" (", 1)[0] for s in bad_skips}
+    not_run = [l.split(" / ", 1)[-1].strip() for l in f if " / " in l]
+    not_run = [t for t in not_run if t not in ran]
+why = ("the run's deadline (SVERBS_TEST_DEADLINE) came first" if deadline_hit
+       else "meson test stopped before it")
+if deadline_hit:
+    print(f"test.sh: the run's deadline (SVERBS_TEST_DEADLINE) hit; "
+          f"{len(not_run)} tests did not run")
+failed += [f"{t} (did not run: {why})" for t in not_run]
 for s in failed:
     print(f"FAILED: {s}")
 for s in skipped:

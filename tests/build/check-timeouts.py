@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The meson timeouts of every test, and their sum against CI's limit.
+"""The meson timeouts of every test, and their sum.
 
 usage: check-timeouts.py BUILD/meson-info/intro-tests.json [LIMIT_S]
 
@@ -7,11 +7,15 @@ Tests only in suites of tests/default-excluded-suites.txt (left out of the
 default run) are listed but not counted.
 
 CI (.ci/run) has 90 minutes on 2 cores for setup, build and ./test.sh.  A
-hung test is killed at its meson timeout, so the timeouts of all tests must
-add up to less than that, or one hang after another could run CI out of time
-without any test reporting it.  Prints one line per test (timeout, suites,
-name), slowest first, and the sum; exit 1 when the sum reaches LIMIT_S
-(default 5400 s) or a test has no timeout (0: meson never kills it).
+hung test is killed at its meson timeout, a hang guard of about twice the
+longest the test took in CI.  Their sum is more than CI's time: the run's
+deadline (SVERBS_TEST_DEADLINE, set by .ci/run, kept by ./test.sh) stops a
+run of several hangs in time and names what did not run.  (Until 2026-12-01
+the sum had to stay under LIMIT_S; guards of 1.1-1.5x a CI run's durations
+then failed slower CI hosts twice.)  Prints one line per test (timeout,
+suites, name), slowest first, and the sum; exit 1 when a test of the
+default run has no timeout (0: meson never kills it) or one timeout alone
+reaches LIMIT_S (default 5400 s = CI's 90 minutes).
 """
 import json
 import sys
@@ -36,10 +40,11 @@ def main():
     print(f"meson timeouts of {len(rows)} tests (s):")
     for timeout, name, suites, c in rows:
         print(f"  {timeout:6d}  {name:32s} {suites}" + ("" if c else "  (not in the default run)"))
-    print(f"  {total:6d}  sum (limit {limit} s = CI's {limit // 60} minutes)")
+    print(f"  {total:6d}  sum (CI has {limit} s = {limit // 60} minutes; "
+          f"the run's deadline keeps them)")
     problems = [f"{name}: no timeout" for timeout, name, _, c in rows if c and timeout <= 0]
-    if total >= limit:
-        problems.append(f"the timeouts add up to {total} s >= {limit} s")
+    problems += [f"{name}: a timeout of {timeout} s >= {limit} s, CI's time"
+                 for timeout, name, _, c in rows if c and timeout >= limit]
     for p in problems:
         print(f"PROBLEM: {p}")
     return 1 if problems else 0

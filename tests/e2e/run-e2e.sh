@@ -75,9 +75,10 @@ for mode in "${mlist[@]}"; do
 	echo "# ==== $sub [$mode] ${envs[*]}"
 	runs=$((runs + 1)) sruns=$((sruns + 1))
 	# a hang guard on top of the binary's own watchdog
+	t0=$SECONDS
 	env "${envs[@]}" timeout -s KILL "${E2E_RUN_TIMEOUT:-120}" "$bin" "$sub" "${e2e_args[@]}"
 	rc=$?
-	echo "# ==== $sub [$mode]: exit $rc"
+	echo "# ==== $sub [$mode]: exit $rc ($((SECONDS - t0)) s)"
 	if [ $rc != 0 ] && [ "$mode" = off ]; then
 		# The stock reference, not the layer: the 6.1 rxe's RC
 		# retransmission can still stall a QP now and then (README.md,
