@@ -92,11 +92,14 @@ struct ChanOut {
     std::deque<std::string> ready;  // finished frames waiting for credit
     std::string_view frame() const { return in_reg ? std::string_view(reg) : cur; }
     char* frame_data() { return in_reg ? reg.data() : cur.data(); }
-    // The frame moves from the chunk into `cur` (a copy: it could not stay there).
+    // The frame moves from the chunk into `cur` (a copy: it could not stay there), and the
+    // chunk goes back: kept by a channel that then stays idle, it could be the pool's last,
+    // and the other channels' frames, which need one to be sent, would wait for it.
     void spill() {
         if (!in_reg) return;
         cur.assign(reg.data(), reg.size());
         in_reg = false;
+        if (ch) ch->release_frame_buffer();
     }
     // Runs f on a frame builder over the frame being built, in the chunk or in `cur`.
     template <class F>

@@ -151,6 +151,7 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
             frame = fb.finish();
         }
         if (n == 0) {
+            if (!reg.empty()) ch->release_frame_buffer();  // nothing in it: back to the pool
             u.batch_free.push_back(batch);
             continue;
         }
@@ -163,6 +164,9 @@ void Ingress::flush_upstream(Upstream& u, int64_t now) {
         Status st = frame.empty() ? make_error(Errc::NoCredit, "batch overflowed its buffer")
                                   : ch->send(frame, u.priority);
         if (!st) {
+            // Not posted: the batch is built again when it goes, and the chunk it was built
+            // in goes back to the pool meanwhile (the other channels may need it).
+            if (!reg.empty()) ch->release_frame_buffer();
             // The channel failed and went down: on_channel_down answered the batch (502) and
             // released it.  Try the next channel.
             if (!ch->up()) continue;

@@ -88,6 +88,10 @@ class Channel {
         (void)bytes;
         return {};
     }
+    // The frame being built in frame_buffer()'s memory moved out of it (copied to be sent
+    // later): the memory goes back (RDMA: the chunk to the pool the device's channels share,
+    // not kept by a channel that may stay idle).
+    virtual void release_frame_buffer() {}
     // Tell the peer we are going away (Goodbye) but keep the channel open: it stops
     // sending requests while answers still flow.
     virtual void goodbye() = 0;

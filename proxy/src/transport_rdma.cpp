@@ -144,6 +144,7 @@ class RdmaChannel final : public ChannelFsm {
 
     Status send(std::string_view frame, int prio) override;
     std::span<char> frame_buffer(size_t bytes) override;
+    void release_frame_buffer() override;
     void close() override;
     std::string_view transport_name() const override { return "rdma"; }
 
@@ -730,6 +731,11 @@ std::span<char> RdmaChannel::frame_buffer(size_t bytes) {
     return {dev_->pool.data(lent_), slot_bytes_};
 }
 
+void RdmaChannel::release_frame_buffer() {
+    if (dev_ && lent_ != ChunkPool::kNone) dev_->pool.release(lent_);
+    lent_ = ChunkPool::kNone;
+}
+
 Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
     if (sq_.full()) return make_error(Errc::NoCredit, "send queue full");
     const bool large = frame.size() > slot_bytes_;
@@ -829,12 +835,9 @@ Status RdmaChannel::post(std::string_view frame, int prio, bool data) {
     }
     if (slot == kCtlSlot) ctl_free_ = false;
     if (in_place && slot == lent_) lent_ = ChunkPool::kNone;  // the WR holds it now
-    if (in_place && inl) {
-        // Posted inline out of the lent chunk: nothing is in it now.  It goes back to the
-        // pool (shared by the device's channels) instead of staying with an idle channel.
-        dev_->pool.release(lent_);
-        lent_ = ChunkPool::kNone;
-    }
+    // Posted inline out of the lent chunk: nothing is in it now.  It goes back to the pool
+    // (shared by the device's channels) instead of staying with an idle channel.
+    if (in_place && inl) release_frame_buffer();
     sq_.posted(slot, units, sig);
     stats_.signaled += sig;
     stats_.inline_sends += inl;
