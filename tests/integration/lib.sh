@@ -161,13 +161,11 @@ libs_from_prefix() {
 #          translated
 #   budget queue + SVERBS_BATCH_BUDGET_US=50: WRs of the default level (4)
 #          may also be held up to 50 us for a bigger doorbell batch
-# layer_state then answers "off" for off, "on" for the others.  The
-# suites whose hang guard leaves room run all five (verbs-basic, pyverbs);
-# perftest's matrix, rdma-core's suite and two-host run "off on defer
-# budget" (the queue's path through budget: every WR queued, sliced and
-# translated, plus the holding).
+# layer_state then answers "off" for off, "on" for the others.  Every
+# suite runs all five by default: `queue` without a budget is the only mode
+# whose lone WRs take the layer's direct path (sched/pump.c,
+# sv_post_direct()), which `budget` never takes.
 ITEST_MODES="off on defer queue budget"
-ITEST_MODES_4="off on defer budget"
 use_mode() {
   local v
   for v in $(env | sed -n 's/^\(SVERBS_[A-Z_]*\)=.*/\1/p'); do

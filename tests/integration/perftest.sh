@@ -1,7 +1,7 @@
 #!/bin/bash
 # perftest.sh PREFIX [MODE...] - perftest over rxe1 (server) <- rxe0 (client),
 # in one guest, once per MODE (off, on, defer, queue, budget: see use_mode
-# in lib.sh; default: off on defer budget, ITEST_MODES_4), the matrix:
+# in lib.sh; default: all five, ITEST_MODES), the matrix:
 #   RC   ib_write_bw, ib_write_lat, ib_read_bw, ib_read_lat, ib_send_bw -q 4,
 #        ib_send_lat;
 #   -e   (completion events) ib_read_bw, ib_send_bw, ib_send_lat, ib_read_lat;
@@ -28,7 +28,7 @@ itest_enter_vm "$0" "$@"
 
 itest_use_prefix "${1:?usage: perftest.sh PREFIX [off|on|defer|queue|budget]...}"
 shift
-MODES=("$@"); [ ${#MODES[@]} -gt 0 ] || read -ra MODES <<< "$ITEST_MODES_4"
+MODES=("$@"); [ ${#MODES[@]} -gt 0 ] || read -ra MODES <<< "$ITEST_MODES"
 [ "${MODES[0]}" = off ] || { echo "perftest.sh: the first mode must be off (stock: the reference)" >&2; exit 2; }
 itest_need ib_write_bw ib_write_lat ib_read_bw ib_read_lat ib_send_lat ib_send_bw
 

@@ -2,10 +2,10 @@
 # rdma-core-suite.sh PREFIX RDMA_CORE_SRC [RESULTS_DIR [K/N]] - rdma-core
 # 56.1's own test suite (RDMA_CORE_SRC/tests, as run_tests.py runs it) on rxe0
 # in one guest, with Debian's /usr/bin/python3 and PREFIX's pyverbs, once per
-# mode (RDMA_CORE_MODES, default "off on defer budget", ITEST_MODES_4: see
-# use_mode in lib.sh; defer: a 50 us budget in pass-through, deferred
-# doorbells; budget: every QP through the layer's queue from its first WR,
-# 4 KiB slices, + a 50 us batch budget).  K/N: only the K-th of N shards
+# mode (RDMA_CORE_MODES, default "off on defer queue budget", ITEST_MODES:
+# see use_mode in lib.sh; defer: a 50 us budget in pass-through, deferred
+# doorbells; queue: every QP through the layer's queue from its first WR,
+# 4 KiB slices; budget: the queue + a 50 us batch budget).  K/N: only the K-th of N shards
 # of the suite (run-rdma-core.py --shard; meson runs the shards as separate
 # tests, so each boots its own guest and has its own timeout).
 # compare-rdma-core.py then requires identical per-test outcomes of off and
@@ -27,7 +27,7 @@ itest_use_prefix "${1:?usage: rdma-core-suite.sh PREFIX RDMA_CORE_SRC [RESULTS_D
 SRC=${2:?rdma-core source dir}
 RESULTS=${3:-$(cd "$HERE/../.." && pwd)/build/test-results/rdma-core}
 SHARD=${4:-}
-read -ra MODES <<< "${RDMA_CORE_MODES:-$ITEST_MODES_4}"
+read -ra MODES <<< "${RDMA_CORE_MODES:-$ITEST_MODES}"
 [ "${MODES[0]}" = off ] || { echo "rdma-core-suite.sh: the first mode must be off (stock: the reference)" >&2; exit 2; }
 for mode in "${MODES[@]}"; do use_mode "$mode" || exit 2; done
 shard_args=()

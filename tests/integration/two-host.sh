@@ -3,7 +3,7 @@
 # guests (SVERBS_VM_HOSTS=2), host A (rxe0, 10.77.0.1) and host B (rxe1,
 # 10.77.0.2), joined by a QEMU dgram link.  B runs the servers, A the
 # clients, per MODE (off, on, defer, queue, budget: use_mode in lib.sh;
-# default off on defer budget, ITEST_MODES_4):
+# default all five, ITEST_MODES):
 #   ibv_rc_pingpong -g 1 (100 x 4 KiB, data checked), ib_write_bw -x 1 -F.
 # Each host then compares its cases' outcomes in every mode with stock's.
 # Each host asserts its own side (exit 0, results, libs from PREFIX, layer
@@ -22,7 +22,7 @@ fi
 
 itest_use_prefix "${1:?usage: two-host.sh PREFIX [off|on|defer|queue|budget]...}"
 shift
-MODES=("$@"); [ ${#MODES[@]} -gt 0 ] || read -ra MODES <<< "$ITEST_MODES_4"
+MODES=("$@"); [ ${#MODES[@]} -gt 0 ] || read -ra MODES <<< "$ITEST_MODES"
 [ "${MODES[0]}" = off ] || { echo "two-host.sh: the first mode must be off (stock: the reference)" >&2; exit 2; }
 for mode in "${MODES[@]}"; do use_mode "$mode" || exit 2; done
 itest_need ibv_rc_pingpong ib_write_bw
