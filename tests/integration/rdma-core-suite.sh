@@ -13,7 +13,8 @@
 # rdma-core-expected.txt; it prints ran/passed/skipped/failed and how many
 # tests differ from stock.  A test that runs longer than RDMA_CORE_TEST_TIMEOUT
 # (default 60 s) is stopped and recorded as an error (its stacks in the
-# log); a mode's whole run is bounded by RDMA_CORE_RUN_TIMEOUT (default 150 s).
+# log); a mode's whole run is bounded by RDMA_CORE_RUN_TIMEOUT (default 300 s:
+# a mode takes 50-70 s in CI runs, 137-155 s when the host was shared).
 # Per-test outcomes and the full logs are kept in RESULTS_DIR (default
 # <repo>/build/test-results/rdma-core), under shard-K-of-N/ for a shard:
 # <mode>.{tsv,log}.
@@ -46,7 +47,7 @@ for mode in "${MODES[@]}"; do
   rm -f "$RESULTS/$mode.tsv"
   start=$SECONDS
   (use_mode "$mode" && echo "# $(mode_env)" && cd /tmp &&
-    timeout -s KILL "${RDMA_CORE_RUN_TIMEOUT:-150}" /usr/bin/python3 "$HERE/run-rdma-core.py" \
+    timeout -s KILL "${RDMA_CORE_RUN_TIMEOUT:-300}" /usr/bin/python3 "$HERE/run-rdma-core.py" \
       "${shard_args[@]}" --test-timeout "${RDMA_CORE_TEST_TIMEOUT:-60}" \
       "$RESULTS/$mode.tsv" "$SRC/tests" --dev rxe0 --gid 1 -v) > "$RESULTS/$mode.log" 2>&1 && rc=0 || rc=$?
   echo "# mode $mode: $((SECONDS - start)) s, status $rc; $(tail -n 1 "$RESULTS/$mode.log")"
