@@ -45,7 +45,7 @@ for s in asan tsan; do
 		{ echo "test.sh: the $s build (scripts/sanitize.sh) failed" >&2; exit 1; }
 done
 /usr/bin/python3 tests/build/check-timeouts.py build/meson-info/intro-tests.json ||
-	echo "test.sh: the meson timeouts add up to more than CI's limit (see above)"
+	echo "test.sh: a test without a timeout, or with one of CI's whole time (see above)"
 rm -f build/meson-logs/testlog.json build/meson-logs/test-list.txt
 meson test -C build --list --no-rebuild "${args[@]}" >build/meson-logs/test-list.txt 2>/dev/null
 deadline=()
