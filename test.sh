@@ -14,11 +14,14 @@
 # --allow-skip was given.  Before the run it prints every test's meson
 # timeout and their sum (tests/build/check-timeouts.py).
 #
-# SVERBS_TEST_DEADLINE (seconds since the epoch; .ci/run sets it to CI's 90
+# TEST_SH_DEADLINE (seconds since the epoch; .ci/run sets it to CI's 90
 # minutes less 5) bounds the whole run: at the deadline the running test is
 # stopped (meson's SIGTERM: INTERRUPT), the tests after it do not run, and
 # the run fails naming them.  Each test's own timeout is a hang guard; the
-# deadline keeps a run with hangs inside CI's time, with a report.
+# deadline keeps a run with hangs inside CI's time, with a report.  The
+# variable is unset before the tests run (and is not SVERBS_*: the layer
+# reads every SVERBS_* variable as its configuration and warns of unknown
+# ones, which the tests' layer-state checks rightly count as a failure).
 #
 # The last line is a plain summary: "tests: N passed, N failed, N skipped",
 # followed by every skipped test and why, and every failed one.
@@ -49,12 +52,13 @@ done
 rm -f build/meson-logs/testlog.json build/meson-logs/test-list.txt
 meson test -C build --list --no-rebuild "${args[@]}" >build/meson-logs/test-list.txt 2>/dev/null
 deadline=()
-if [ -n "${SVERBS_TEST_DEADLINE:-}" ]; then
-	left=$((SVERBS_TEST_DEADLINE - $(date +%s)))
-	[ $left -gt 0 ] || { echo "test.sh: SVERBS_TEST_DEADLINE already passed" >&2; exit 1; }
-	echo "test.sh: the run stops at its deadline, in $left s (SVERBS_TEST_DEADLINE)"
+if [ -n "${TEST_SH_DEADLINE:-}" ]; then
+	left=$((TEST_SH_DEADLINE - $(date +%s)))
+	[ $left -gt 0 ] || { echo "test.sh: TEST_SH_DEADLINE already passed" >&2; exit 1; }
+	echo "test.sh: the run stops at its deadline, in $left s (TEST_SH_DEADLINE)"
 	deadline=(timeout -s TERM -k 60 "$left")
 fi
+unset TEST_SH_DEADLINE  # not the tests' business
 "${deadline[@]}" meson test -C build --print-errorlogs --num-processes 1 "${args[@]}"
 rc=$?
 hit=0
@@ -117,10 +121,10 @@ with open(listfile) as f:
         {s.split(" (", 1)[0] for s in bad_skips}
     not_run = [l.split(" / ", 1)[-1].strip() for l in f if " / " in l]
     not_run = [t for t in not_run if t not in ran]
-why = ("the run's deadline (SVERBS_TEST_DEADLINE) came first" if deadline_hit
+why = ("the run's deadline (TEST_SH_DEADLINE) came first" if deadline_hit
        else "meson test stopped before it")
 if deadline_hit:
-    print(f"test.sh: the run's deadline (SVERBS_TEST_DEADLINE) hit; "
+    print(f"test.sh: the run's deadline (TEST_SH_DEADLINE) hit; "
           f"{len(not_run)} tests did not run")
 failed += [f"{t} (did not run: {why})" for t in not_run]
 for s in failed:

@@ -9,7 +9,7 @@ default run) are listed but not counted.
 CI (.ci/run) has 90 minutes on 2 cores for setup, build and ./test.sh.  A
 hung test is killed at its meson timeout, a hang guard of about twice the
 longest the test took in CI.  Their sum is more than CI's time: the run's
-deadline (SVERBS_TEST_DEADLINE, set by .ci/run, kept by ./test.sh) stops a
+deadline (TEST_SH_DEADLINE, set by .ci/run, kept by ./test.sh) stops a
 run of several hangs in time and names what did not run.  (Until 2026-12-01
 the sum had to stay under LIMIT_S; guards of 1.1-1.5x a CI run's durations
 then failed slower CI hosts twice.)  Prints one line per test (timeout,
