@@ -110,18 +110,8 @@ void Egress::complete(Job* j, int status, std::string_view headers, std::string_
             o.seal();
             o.park();
         }
-        if (o.count == 0) {
-            // Assemble the answers in registered memory when the transport lends a chunk
-            // (RDMA): the frame then leaves without a copy.
-            std::span<char> reg = o.ch->frame_buffer(kFrameHeaderBytes + sz);
-            o.in_reg = !reg.empty();
-            if (o.in_reg) o.reg = SpanBuf(reg.data(), reg.size());
-            o.build([](auto& fb) { fb.begin(FrameType::Responses); });
-        }
-        if (o.in_reg && o.reg.size() + sz > o.reg.capacity()) o.spill();  // outgrew the chunk
-        o.build([&r](auto& fb) { fb.add_response(r); });
+        o.add(r, sz);
         m_.count_copy(CopyStage::Frame, sz);
-        o.count++;
     }
     free_job(j);
 }

@@ -121,6 +121,20 @@ struct ChanOut {
         encode_header(frame_data(), h);
         count = 0;
     }
+    // Adds answer r (sz: FrameBuilder::response_size(r)) to the frame being built, starting
+    // one if none is.  A frame starts in registered memory when the transport lends a chunk
+    // (RDMA): it then leaves without a copy; one that outgrows the chunk spills out of it.
+    void add(const ResponseRecord& r, size_t sz) {
+        if (count == 0) {
+            std::span<char> mem = ch->frame_buffer(kFrameHeaderBytes + sz);
+            in_reg = !mem.empty();
+            if (in_reg) reg = SpanBuf(mem.data(), mem.size());
+            build([](auto& fb) { fb.begin(FrameType::Responses); });
+        }
+        if (in_reg && reg.size() + sz > reg.capacity()) spill();
+        build([&r](auto& fb) { fb.add_response(r); });
+        count++;
+    }
     // A sealed frame that cannot go now waits in `ready` (out of the chunk).
     void park() {
         spill();

@@ -23,13 +23,13 @@ struct SharedPool {
 
 class LendingChannel final : public Channel {
   public:
-    explicit LendingChannel(SharedPool& p) : p_(p) {}
+    explicit LendingChannel(SharedPool& p, bool lends = true) : p_(p), lends_(lends) {}
     ~LendingChannel() override { release_frame_buffer(); }
     bool up() const override { return true; }
     bool can_send() const override { return true; }
     Status send(std::string_view, int) override { return {}; }
     std::span<char> frame_buffer(size_t bytes) override {
-        if (bytes > p_.mem.size()) return {};
+        if (!lends_ || bytes > p_.mem.size()) return {};
         if (lent_ == ChunkPool::kNone) lent_ = p_.pool.acquire();
         if (lent_ == ChunkPool::kNone) return {};
         return {p_.pool.data(lent_), p_.mem.size()};
@@ -50,29 +50,22 @@ class LendingChannel final : public Channel {
 
   private:
     SharedPool& p_;
+    bool lends_;
     uint32_t lent_ = ChunkPool::kNone;
     ChannelStats stats_;
 };
 
-// Starts a frame in the channel's lent chunk, as Egress::complete() does.
-void begin_in_chunk(ChanOut& o, size_t first) {
-    std::span<char> reg = o.ch->frame_buffer(kFrameHeaderBytes + first);
-    o.in_reg = !reg.empty();
-    if (o.in_reg) o.reg = SpanBuf(reg.data(), reg.size());
-    o.build([](auto& fb) { fb.begin(FrameType::Responses); });
-}
-
 void add(ChanOut& o, const ResponseRecord& r) {
-    if (o.in_reg && o.reg.size() + FrameBuilder::response_size(r) > o.reg.capacity())
-        o.spill();  // outgrew the chunk, as Egress::complete() does
-    o.build([&r](auto& fb) { fb.add_response(r); });
-    o.count++;
+    o.add(r, FrameBuilder::response_size(r));
 }
 
-// The same frame built in a std::string: what the chunk's frame must still be.
+// The same frame built in a std::string (a channel that lends nothing): what the chunk's
+// frame must still be.
 std::string reference(const std::vector<ResponseRecord>& rs) {
+    SharedPool p;
+    LendingChannel none(p, false);
     ChanOut o;
-    o.build([](auto& fb) { fb.begin(FrameType::Responses); });
+    o.ch = &none;
     for (const auto& r : rs) add(o, r);
     o.seal();
     return o.cur;
@@ -86,19 +79,18 @@ void test_outgrown_frame_gives_chunk_back() {
     ChanOut oa;
     oa.ch = &a;
     std::vector<ResponseRecord> rs{{1, 200, "", kBody}, {2, 200, "", kBody}, {3, 404, "", kBody}};
-    begin_in_chunk(oa, FrameBuilder::response_size(rs[0]));
+    add(oa, rs[0]);
     CU_ASSERT_TRUE(oa.in_reg);
     CU_ASSERT_TRUE(a.holds_chunk());
-    for (const auto& r : rs) add(oa, r);
+    for (size_t i = 1; i < rs.size(); ++i) add(oa, rs[i]);
     CU_ASSERT_FALSE(oa.in_reg);  // 3 answers of 100 B do not fit 256 B: spilled
     CU_ASSERT_FALSE(a.holds_chunk());
     CU_ASSERT_EQUAL(p.pool.available(), 1u);
     // a's frame is a copy: b builds in the chunk, and a's bytes stay as they were
     ChanOut ob;
     ob.ch = &b;
-    begin_in_chunk(ob, FrameBuilder::response_size(rs[0]));
-    CU_ASSERT_TRUE(ob.in_reg);
     add(ob, {9, 500, "", std::string(150, 'z')});
+    CU_ASSERT_TRUE(ob.in_reg);
     oa.seal();
     CU_ASSERT_TRUE(oa.cur == reference(rs));
 }
@@ -109,7 +101,6 @@ void test_parked_frame_gives_chunk_back() {
     ChanOut oa;
     oa.ch = &a;
     std::vector<ResponseRecord> rs{{7, 200, "X-A: 1\r\n", "short"}};
-    begin_in_chunk(oa, FrameBuilder::response_size(rs[0]));
     add(oa, rs[0]);
     CU_ASSERT_TRUE(oa.in_reg);  // fits: built in the chunk
     oa.seal();
@@ -118,9 +109,8 @@ void test_parked_frame_gives_chunk_back() {
     CU_ASSERT_EQUAL(oa.ready.size(), 1u);
     ChanOut ob;
     ob.ch = &b;
-    begin_in_chunk(ob, 64);
-    CU_ASSERT_TRUE(ob.in_reg);  // the chunk a held is b's now
     add(ob, {8, 200, "", std::string(200, 'y')});
+    CU_ASSERT_TRUE(ob.in_reg);  // the chunk a held is b's now
     CU_ASSERT_TRUE(oa.ready.front() == reference(rs));
 }
 
@@ -129,7 +119,6 @@ void test_frame_in_chunk_is_kept_until_sent() {
     LendingChannel a(p), b(p);
     ChanOut oa;
     oa.ch = &a;
-    begin_in_chunk(oa, 64);
     add(oa, {1, 200, "", "ok"});
     CU_ASSERT_TRUE(oa.in_reg);
     CU_ASSERT_TRUE(a.holds_chunk());  // still being built: not given back
