@@ -116,11 +116,10 @@ failed += [f"{s}: skipped, which is not allowed (not on tests/skip-list.txt; "
            f"./test.sh --allow-skip allows it)" for s in bad_skips]
 # Every test meson listed for this run has a result, or fails as not run
 # (the deadline, or meson stopped).
+ran = {s.split(" (", 1)[0] for s in passed + failed + skipped}
 with open(listfile) as f:
-    ran = {s.split(" (", 1)[0] for s in passed + failed + skipped} | \
-        {s.split(" (", 1)[0] for s in bad_skips}
-    not_run = [l.split(" / ", 1)[-1].strip() for l in f if " / " in l]
-    not_run = [t for t in not_run if t not in ran]
+    not_run = [t for t in (l.split(" / ", 1)[-1].strip() for l in f if " / " in l)
+               if t not in ran]
 why = ("the run's deadline (TEST_SH_DEADLINE) came first" if deadline_hit
        else "meson test stopped before it")
 if deadline_hit:
