@@ -55,7 +55,7 @@ try:
 except FileNotFoundError:
     print("test.sh: no test log: meson test did not run")
     sys.exit(1)
-failed += [f"{s}: skipped, which is not allowed (not on tests/skip-list.txt; "
+failed += [f"{s}: skipped, which is not allowed (not on {skiplist}; "
            f"./test.sh --allow-skip allows it)" for s in bad_skips]
 # Every test meson listed for this run has a result, or fails as not run
 # (the deadline, or meson stopped).
