@@ -6,21 +6,22 @@
 # that is no number, or one already passed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd -P)
+# pass / fail / show / itest_done / cannot_run: the shell tests' own
+# helpers (nothing of the guest runs here)
+# shellcheck source-path=SCRIPTDIR source=../integration/lib.sh
+. "$here/../integration/lib.sh"
 run=$here/../../scripts/run-tests.sh
 tmp=$(mktemp -d)
 trap 'pkill -f "sleep 3601" 2>/dev/null; rm -rf "$tmp"' EXIT
 trap "exit 143" TERM INT
-fails=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 expect() { # NAME STATUS WANTED-STATUS OUTPUT-FILE PATTERN...
 	local name=$1 st=$2 want=$3 out=$4
 	shift 4
-	[ "$st" = "$want" ] || { bad "$name: exit status $st, expected $want"; cat "$out"; return; }
+	[ "$st" = "$want" ] || { fail "$name: exit status $st, expected $want"; show "$out"; return; }
 	for p in "$@"; do
-		grep -qF -- "$p" "$out" || { bad "$name: no line '$p' in its output:"; cat "$out"; return; }
+		grep -qF -- "$p" "$out" || { fail "$name: no line '$p' in its output"; show "$out"; return; }
 	done
-	ok "$name"
+	pass "$name"
 }
 
 mkdir -p "$tmp/toy"
@@ -33,7 +34,8 @@ test('after', sh, args : ['-c', 'exit 0'], suite : ['ok', 'deadline'], timeout :
 test('skipper', sh, args : ['-c', 'echo "SKIP: no such device"; exit 77'], suite : 'skip',
      timeout : 30)
 MESON
-meson setup "$tmp/b" "$tmp/toy" >"$tmp/setup.txt" 2>&1 || { cat "$tmp/setup.txt"; echo "FAIL: cannot run: meson setup of the toy project"; exit 1; }
+meson setup "$tmp/b" "$tmp/toy" >"$tmp/setup.txt" 2>&1 ||
+	{ show "$tmp/setup.txt"; cannot_run "meson setup of the toy project failed"; }
 : >"$tmp/none.txt"
 printf '# comment\nskipper the toy has no device\n' >"$tmp/listed.txt"
 # The toy's own tests must not see ours.
@@ -50,7 +52,7 @@ expect "the deadline" $? 124 "$tmp/o2" \
 	"FAILED: slow (interrupt)" \
 	"FAILED: after (did not run: the run's deadline (TEST_SH_DEADLINE) came first)" \
 	"tests: 1 passed, 2 failed, 0 skipped"
-if pgrep -f "sleep 3601" >/dev/null; then bad "the deadline left its test running"; else ok "the deadline left nothing running"; fi
+check "the deadline left nothing running" not pgrep -f "sleep 3601"
 
 "$run" "$tmp/b" "$tmp/none.txt" --suite skip >"$tmp/o3" 2>&1
 expect "a skip not listed fails" $? 1 "$tmp/o3" \
@@ -68,5 +70,4 @@ expect "a deadline that is no number" $? 2 "$tmp/o6" "not seconds since the epoc
 TEST_SH_DEADLINE=$(($(date +%s) - 1)) "$run" "$tmp/b" "$tmp/none.txt" --suite ok >"$tmp/o7" 2>&1
 expect "a deadline already passed" $? 1 "$tmp/o7" "TEST_SH_DEADLINE already passed"
 
-[ $fails = 0 ] || { echo "$fails checks failed"; exit 1; }
-echo "all checks passed"
+itest_done
